@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what lacs needs from Debian's packages, only what is missing, as root
+# with no prompt. Safe to run again: with everything present it only checks.
+#   libcriterion-dev  the C test framework (make test)
+#   libopenblas-dev   GEMMs of the optimized CPU implementation
+#   libcjson-dev      JSON of the vector metadata
+#   python3-numpy     the Python harness and the NumPy oracle (/usr/bin/python3)
+#   pkg-config, gcc, make
+set -euo pipefail
+
+packages=(libcriterion-dev libopenblas-dev libcjson-dev python3-numpy pkg-config gcc make)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "ci/deps.sh: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO="sudo -n"
+    else
+        echo "ci/deps.sh: missing packages (${missing[*]}) and not root; run as root: apt-get install ${missing[*]}" >&2
+        exit 1
+    fi
+else
+    SUDO=""
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,179 @@
+/* The delta rule: H6/E1 (recurrent), H7 (UT form, chunked), H9 (matrix form).
+ * State h is K x V (the papers' S^T); o_t = scale h_t^T q_t (SPEC.md 4.4).
+ *
+ * Paper form (E1): S_t = S_{t-1}(I - beta_t k_t k_t^T) + beta_t v_t k_t^T.
+ * Here, transposed: h_t = (I - beta_t k_t k_t^T) h_{t-1} + beta_t k_t v_t^T.
+ * beta in [0, 2] covers E3's negative eigenvalues (SPEC.md 4.4 for the mapping).
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* H6: one SGD step on 1/2 ||h^T k - v||^2 with learning rate beta:
+ * u = beta (v - h^T k); h += k u^T; then read out. */
+static int delta_rule_kernel(const sequence_head *s, real *h, real *o)
+{
+    const int64_t K = s->K, V = s->V;
+    real *u = malloc((size_t)V * sizeof(real));
+    if (!u)
+        return LACS_ERR_MEMORY;
+    for (int64_t t = 0; t < s->T; t++) {
+        const real *k = s->k + t * K, *v = s->v + t * V;
+        REFI(state_readout)(K, V, h, k, 1, u); /* u = h^T k, the old prediction */
+        for (int64_t c = 0; c < V; c++)
+            u[c] = s->beta[t] * (v[c] - u[c]);
+        REFI(state_add_outer)(K, V, h, 1, k, u);
+        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+    }
+    free(u);
+    return LACS_OK;
+}
+
+/* H7 with beta absorbed (k~ = sqrt(beta) k, v~ = sqrt(beta) v, as H6 says):
+ * within a chunk of n tokens that starts from state h,
+ *   u_t = v~_t - h^T k~_t - sum_{j<t} u_j (k~_j . k~_t),  i.e. (I + B) U = V~ - K~ h,
+ *   B = (K~ K~^T) (.) (M - I) strictly lower, solved by forward substitution;
+ *   o_t = scale (h^T q_t + sum_{j<=t} u_j (k~_j . q_t));  h <- h + K~^T U.
+ * One chunk covering the sequence is H7 itself; smaller chunks are the
+ * chunkwise (WY/UT) algorithm of optimized kernels. */
+static int ut_chunk(const sequence_head *s, int64_t start, int64_t n, real *h, real *o)
+{
+    const int64_t K = s->K, V = s->V;
+    real *kt = malloc((size_t)(n * K) * sizeof(real));
+    real *U = malloc((size_t)(n * V) * sizeof(real));
+    real *B = malloc((size_t)(n * n) * sizeof(real));
+    if (!kt || !U || !B) {
+        free(kt);
+        free(U);
+        free(B);
+        return LACS_ERR_MEMORY;
+    }
+    for (int64_t t = 0; t < n; t++) {
+        real root_beta = sqrt(s->beta[start + t]);
+        for (int64_t c = 0; c < K; c++)
+            kt[t * K + c] = root_beta * s->k[(start + t) * K + c];
+        REFI(state_readout)(K, V, h, kt + t * K, 1, U + t * V); /* h^T k~_t */
+        for (int64_t c = 0; c < V; c++)
+            U[t * V + c] = root_beta * s->v[(start + t) * V + c] - U[t * V + c];
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < i; j++) {
+            real dot = 0;
+            for (int64_t c = 0; c < K; c++)
+                dot += kt[i * K + c] * kt[j * K + c];
+            B[i * n + j] = dot;
+        }
+    REFI(unit_lower_solve)(n, V, B, U, U);
+    for (int64_t t = 0; t < n; t++) {
+        const real *q = s->q + (start + t) * K;
+        real *ot = o + (start + t) * V;
+        REFI(state_readout)(K, V, h, q, 1, ot);
+        for (int64_t j = 0; j <= t; j++) {
+            real dot = 0;
+            for (int64_t c = 0; c < K; c++)
+                dot += q[c] * kt[j * K + c];
+            for (int64_t c = 0; c < V; c++)
+                ot[c] += dot * U[j * V + c];
+        }
+        for (int64_t c = 0; c < V; c++)
+            ot[c] *= s->scale;
+    }
+    for (int64_t j = 0; j < n; j++)
+        REFI(state_add_outer)(K, V, h, 1, kt + j * K, U + j * V);
+    free(kt);
+    free(U);
+    free(B);
+    return LACS_OK;
+}
+
+/* The chunk length for the UT kernel; set by lacs_ref_delta_rule_ut before the
+ * driver runs (the reference is single-threaded by design). */
+static _Thread_local int64_t ut_chunk_length;
+
+static int ut_kernel(const sequence_head *s, real *h, real *o)
+{
+    int64_t chunk = ut_chunk_length > 0 ? ut_chunk_length : s->T;
+    int rc = LACS_OK;
+    for (int64_t start = 0; start < s->T && rc == LACS_OK; start += chunk)
+        rc = ut_chunk(s, start, s->T - start < chunk ? s->T - start : chunk, h, o);
+    return rc;
+}
+
+/* H9 for DeltaNet and Gated DeltaNet (and KDA), beta absorbed:
+ *   (I + (K~ K~^T) (.) (Gamma - I)) U = V~ - [k~_i^T Gamma_{i,-1} h0]_i
+ *   O = scale (((Q K~^T) (.) Gamma) U + [q_i^T Gamma_{i,-1} h0]_i)
+ *   h_T = Gamma_{T-1,-1} h0 + sum_j Gamma_{T-1,j} k~_j u_j^T
+ * Gamma = M without a decay input (delta_rule), per key channel with gk. */
+int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o)
+{
+    const int64_t T = s->T, K = s->K, V = s->V;
+    real *kt = calloc((size_t)(T * K + 1), sizeof(real));
+    real *U = calloc((size_t)(T * V + 1), sizeof(real));
+    real *A = malloc((size_t)(T * T + 1) * sizeof(real));
+    real *B = malloc((size_t)(T * T + 1) * sizeof(real));
+    real *h0_decay = malloc((size_t)(T * K + 1) * sizeof(real));
+    int rc = (kt && U && A && B && h0_decay) ? LACS_OK : LACS_ERR_MEMORY;
+    for (int64_t t = 0; t < T && rc == LACS_OK; t++) {
+        real root_beta = sqrt(s->beta[t]);
+        for (int64_t c = 0; c < K; c++)
+            kt[t * K + c] = root_beta * s->k[t * K + c];
+        for (int64_t c = 0; c < V; c++)
+            U[t * V + c] = root_beta * s->v[t * V + c];
+    }
+    if (rc == LACS_OK)
+        rc = REFI(decayed_scores)(s, s->q, kt, 0, A, h0_decay);
+    if (rc == LACS_OK)
+        rc = REFI(decayed_scores)(s, kt, kt, 1, B, NULL);
+    for (int64_t i = 0; i < T && rc == LACS_OK; i++) /* right-hand side V~ - h0 term */
+        for (int64_t c = 0; c < V; c++)
+            for (int64_t r = 0; r < K; r++)
+                U[i * V + c] -= kt[i * K + r] * h0_decay[i * K + r] * h[r * V + c];
+    if (rc == LACS_OK)
+        REFI(unit_lower_solve)(T, V, B, U, U);
+    for (int64_t i = 0; i < T && rc == LACS_OK; i++)
+        for (int64_t c = 0; c < V; c++) {
+            real sum = 0;
+            for (int64_t j = 0; j <= i; j++)
+                sum += A[i * T + j] * U[j * V + c];
+            for (int64_t r = 0; r < K; r++)
+                sum += s->q[i * K + r] * h0_decay[i * K + r] * h[r * V + c];
+            o[i * V + c] = s->scale * sum;
+        }
+    if (rc == LACS_OK)
+        REFI(decayed_final_state)(s, kt, U, h);
+    free(kt);
+    free(U);
+    free(A);
+    free(B);
+    free(h0_decay);
+    return rc;
+}
+
+int REF(delta_rule)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+{
+    int rc = lacs_internal_validate("delta_rule", d, in, LACS_READS_BETA, LACS_READS_H0);
+    return rc ? rc : REFI(run_per_head)("delta_rule", d, in, 1, delta_rule_kernel, o, ht);
+}
+
+int REF(delta_rule_ut)(const lacs_dims *d, const lacs_inputs *in, int64_t chunk, real *o, real *ht)
+{
+    int rc = lacs_internal_validate("delta_rule_ut", d, in, LACS_READS_BETA, LACS_READS_H0);
+    if (rc)
+        return rc;
+    if (chunk < 0)
+        return lacs_internal_error(LACS_ERR_PARAM, "delta_rule_ut", "chunk = %lld must be >= 0",
+                                   (long long)chunk);
+    rc = lacs_internal_check_beta_nonnegative("delta_rule_ut", d, in);
+    if (rc)
+        return rc;
+    ut_chunk_length = chunk;
+    return REFI(run_per_head)("delta_rule_ut", d, in, 1, ut_kernel, o, ht);
+}
+
+int REF(delta_rule_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+{
+    int rc = lacs_internal_validate("delta_rule_matrix", d, in, LACS_READS_BETA, LACS_READS_H0);
+    if (!rc)
+        rc = lacs_internal_check_beta_nonnegative("delta_rule_matrix", d, in);
+    return rc ? rc : REFI(run_per_head)("delta_rule_matrix", d, in, 1, REFI(delta_matrix_kernel), o, ht);
+}

@@ -1,0 +1,121 @@
+/* EFLA, error-free linear attention: E4 (the ODE step), E5 (the closed form),
+ * E6 (the rank-1 matrix-function identity behind it). SPEC.md 4.7.
+ *
+ * E4: over each token the state follows dS/dt = S A + B, A = -k k^T, B = v k^T,
+ * for a time beta (the learning rate eta of E1). Its exact step (E4, eq. 5/7) is
+ *   S_t = S_{t-1} e^{beta A} + beta B psi(beta A),   psi(X) = (e^X - I)/X,
+ * and by E6 (eq. 8, 9) e^{beta A} = I - c k k^T, beta B psi(beta A) = c v k^T with
+ *   c = (1 - e^{-beta ||k||^2}) / ||k||^2                            (E5, eq. 6).
+ * k is not normalised: its norm is what sets c.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* phi(x) = (1 - e^{-x}) / x for x >= 0, with phi(0) = 1 exactly.
+ * 1 - e^{-x} is -expm1(-x): computing it as 1 - exp(-x) loses every digit
+ * when x is tiny (the EFLA ||k|| -> 0 bug). Below 1e-7 the series
+ * 1 - x/2 + x^2/6 is exact to its remainder x^3/24 < 5e-23, under long
+ * double's epsilon, and needs no division by x, so x = 0 and subnormal x
+ * give the limit exactly. */
+static real phi(real x)
+{
+    if (x < 1e-7L)
+        return 1 - x / 2 + x * x / 6;
+    return -expm1(-x) / x;
+}
+
+/* E5 written as c = beta * phi(beta ||k||^2), which is the same number
+ * ((1 - e^{-beta l}) / l = beta (1 - e^{-beta l}) / (beta l)) and has the
+ * limit c = beta at ||k|| = 0 with no epsilon added. beta = 0 gives c = 0. */
+real REF(efla_coefficient)(real beta, real knorm2)
+{
+    return beta * phi(beta * knorm2);
+}
+
+/* E5: h_t = (I - c_t k_t k_t^T) h_{t-1} + c_t k_t v_t^T: the delta rule with
+ * beta replaced by c_t: u = c (v - h^T k); h += k u^T. */
+static int efla_kernel(const sequence_head *s, real *h, real *o)
+{
+    const int64_t K = s->K, V = s->V;
+    real *u = malloc((size_t)V * sizeof(real));
+    if (!u)
+        return LACS_ERR_MEMORY;
+    for (int64_t t = 0; t < s->T; t++) {
+        const real *k = s->k + t * K, *v = s->v + t * V;
+        real knorm2 = 0;
+        for (int64_t c = 0; c < K; c++)
+            knorm2 += k[c] * k[c];
+        real coef = REF(efla_coefficient)(s->beta[t], knorm2);
+        REFI(state_readout)(K, V, h, k, 1, u);
+        for (int64_t c = 0; c < V; c++)
+            u[c] = coef * (v[c] - u[c]);
+        REFI(state_add_outer)(K, V, h, 1, k, u);
+        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+    }
+    free(u);
+    return LACS_OK;
+}
+
+/* E4 without E6: build X = beta A = -beta k k^T as a dense K x K matrix, take
+ * e^X and psi(X) by power series (lacs_ref_expm_psi), and step
+ *   h_t = e^X h_{t-1} + beta psi(X) k v^T
+ * (the transpose of eq. 5; A, e^X and psi(X) are symmetric). */
+static int efla_ode_kernel(const sequence_head *s, real *h, real *o)
+{
+    const int64_t K = s->K, V = s->V;
+    real *X = malloc((size_t)(K * K) * sizeof(real));
+    real *E = malloc((size_t)(K * K) * sizeof(real));
+    real *P = malloc((size_t)(K * K) * sizeof(real));
+    real *h_new = malloc((size_t)(K * V) * sizeof(real));
+    real *pk = malloc((size_t)K * sizeof(real));
+    int rc = (X && E && P && h_new && pk) ? LACS_OK : LACS_ERR_MEMORY;
+    for (int64_t t = 0; t < s->T && rc == LACS_OK; t++) {
+        const real *k = s->k + t * K, *v = s->v + t * V;
+        const real beta = s->beta[t];
+        for (int64_t i = 0; i < K; i++)
+            for (int64_t j = 0; j < K; j++)
+                X[i * K + j] = -beta * k[i] * k[j];
+        rc = REF(expm_psi)(K, X, E, P);
+        if (rc)
+            break;
+        REFI(matmul)(K, K, V, E, h, h_new);
+        REFI(matmul)(K, K, 1, P, k, pk);
+        REFI(state_add_outer)(K, V, h_new, beta, pk, v);
+        for (int64_t i = 0; i < K * V; i++)
+            h[i] = h_new[i];
+        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+    }
+    free(X);
+    free(E);
+    free(P);
+    free(h_new);
+    free(pk);
+    return rc;
+}
+
+int REF(efla)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+{
+    int rc = lacs_internal_validate("efla", d, in, LACS_READS_BETA, LACS_READS_H0);
+    return rc ? rc : REFI(run_per_head)("efla", d, in, 1, efla_kernel, o, ht);
+}
+
+int REF(efla_ode)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+{
+    int rc = lacs_internal_validate("efla_ode", d, in, LACS_READS_BETA, LACS_READS_H0);
+    return rc ? rc : REFI(run_per_head)("efla_ode", d, in, 1, efla_ode_kernel, o, ht);
+}
+
+/* E6, eq. 8: for f(z) = sum a_m z^m, (x y^T)^m = x (y^T x)^{m-1} y^T for m >= 1,
+ * so f(x y^T) = a_0 I + x [sum_{m>=1} a_m s^{m-1}] y^T with s = y^T x, and the
+ * bracket is (f(s) - f(0)) / s. */
+void REF(rank1_function)(const analytic_fn *f, int64_t n, const real *x, const real *y, real *out)
+{
+    real s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += y[i] * x[i];
+    const real f0 = f->value(0), bracket = f->divided_difference(s);
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++)
+            out[i * n + j] = (i == j ? f0 : 0) + x[i] * bracket * y[j];
+}

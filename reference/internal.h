@@ -1,0 +1,107 @@
+/* Private to reference/: the precision switch and the per-head driver.
+ *
+ * Every file of the reference that computes is compiled twice: once as is
+ * (real = double, public names lacs_ref_*), once with -DLACS_REAL_LONG_DOUBLE
+ * (real = long double, names lacs_ref_*_ld). <tgmath.h> makes exp, expm1,
+ * sqrt, ... pick the function of the argument's type, so the code reads the
+ * same in both. REF() names a public function, REFI() an internal one.
+ */
+#ifndef LACS_REFERENCE_INTERNAL_H
+#define LACS_REFERENCE_INTERNAL_H
+
+#include <stdint.h>
+#include <tgmath.h>
+
+#include "lacs/types.h"
+
+#ifdef LACS_REAL_LONG_DOUBLE
+#include "lacs/reference_ld.h"
+typedef long double real;
+typedef lacs_analytic_fn_ld analytic_fn;
+#define REF(name) lacs_ref_##name##_ld
+#define REFI(name) lacs_internal_##name##_ld
+#else
+#include "lacs/reference.h"
+typedef double real;
+typedef lacs_analytic_fn analytic_fn;
+#define REF(name) lacs_ref_##name
+#define REFI(name) lacs_internal_##name
+#endif
+
+/* ---- compiled once (error.c, validate.c) ---- */
+
+/* Records the thread's last error ("op: message") and returns code. */
+int lacs_internal_error(int code, const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Which inputs an op reads. */
+enum {
+    LACS_READS_BETA = 1u << 0,
+    LACS_READS_G = 1u << 1,
+    LACS_READS_GK = 1u << 2,
+    LACS_READS_G_GAMMA = 1u << 3,
+    LACS_READS_H0 = 1u << 4
+};
+/* Checks dims, cu_seqlens and that the inputs given are exactly those the op
+ * reads (`required` must be given, `optional` may be, nothing else). */
+int lacs_internal_validate(const char *op, const lacs_dims *d, const lacs_inputs *in,
+                           unsigned required, unsigned optional);
+/* The absorbed forms (H7, H9) take sqrt(beta): every beta must be >= 0. */
+int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in);
+/* Number of sequences: B, or N with cu_seqlens. */
+int64_t lacs_internal_sequence_count(const lacs_dims *d);
+
+/* ---- compiled in both precisions ---- */
+
+/* One (sequence, value head), gathered into contiguous arrays of `real`:
+ * q, k [T][K], v [T][V], beta and g [T], gk [T][K]; NULL where not given. */
+typedef struct {
+    int64_t T, K, V;
+    real scale, eps, g_gamma;
+    const real *q, *k, *v, *beta, *g, *gk;
+} sequence_head;
+
+/* Computes o [T][V] and, for stateful ops, updates h [K][V] from the initial
+ * to the final state. Returns LACS_OK or LACS_ERR_MEMORY. */
+typedef int (*head_kernel)(const sequence_head *s, real *h, real *o);
+
+/* For each sequence and each value head hv (reading q/k head hv / G, G = HV/H):
+ * gathers the inputs, loads h0 (or zeros), calls kernel, and scatters o and the
+ * final state. stateful = 0 for ops without a state (softmax attention). */
+int REFI(run_per_head)(const char *op, const lacs_dims *d, const lacs_inputs *in,
+                       int stateful, head_kernel kernel, real *o, real *ht);
+
+/* H9 for the delta-rule family (delta_rule.c), shared by DeltaNet, Gated
+ * DeltaNet and KDA: Gamma comes from whichever decay input the op was given. */
+int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o);
+
+/* ---- dense helpers (linalg.c), row-major n x n unless said ---- */
+
+void REFI(matmul)(int64_t n, int64_t m, int64_t p, const real *A, const real *B, real *C);
+/* Solves (I + L) X = R for X [n][m], L strictly lower (its diagonal and upper
+ * part are not read), by forward substitution. X may alias R. */
+void REFI(unit_lower_solve)(int64_t n, int64_t m, const real *L, const real *R, real *X);
+/* The state h [K][V] and one token: o = scale h^T x (the readout, and with
+ * scale 1 the prediction h^T k); h += coef x y^T (a rank-1 write). */
+void REFI(state_readout)(int64_t K, int64_t V, const real *h, const real *x, real scale, real *o);
+void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real *x, const real *y);
+/* H4: the natural-log decay of state row c at token tau: gk[tau][c], g[tau],
+ * g_gamma, or 0 when the op has no decay. */
+real REFI(log_decay)(const sequence_head *s, int64_t tau, int64_t c);
+/* Masked, decayed scores: S[i][j] = sum_c X[i][c] Y[j][c] Gamma^c_ij for j <= i
+ * (j < i when strict), 0 above, where log Gamma^c_ij = sum_{tau=j+1..i} of the
+ * head's log decay at tau for channel c (g_gamma, g, or gk[c]; none: 0, M).
+ * h0_decay[i][c] = Gamma^c_{i,-1}, the decay of the initial state up to i.
+ * H9's Gamma, computed by sums of logs in the order of the recurrence.
+ * Returns LACS_OK or LACS_ERR_MEMORY. */
+int REFI(decayed_scores)(const sequence_head *s, const real *X, const real *Y, int strict,
+                          real *S, real *h0_decay);
+/* The final state of a decayed sum (H9 at t = T - 1), given the write rows X
+ * [T][K] and U [T][V]: h <- Gamma_{T-1,-1} h + sum_j Gamma_{T-1,j} x_j u_j^T,
+ * channel by channel (h holds h0 on entry). */
+void REFI(decayed_final_state)(const sequence_head *s, const real *X, const real *U, real *h);
+/* RMS normalisation of one vector: x / sqrt(mean(x^2) + eps); a zero vector
+ * with eps = 0 gives zeros (SPEC.md, H3). */
+void REFI(rms_normalize)(int64_t n, real eps, real *x);
+
+#endif

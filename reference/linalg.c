@@ -1,0 +1,237 @@
+/* Small dense linear algebra for the reference's secondary forms and checks.
+ * Plain loops, row-major, written for clarity; sizes are a few hundred at most. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* C [n][p] = A [n][m] B [m][p]; C must not alias A or B. */
+void REFI(matmul)(int64_t n, int64_t m, int64_t p, const real *A, const real *B, real *C)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < p; j++) {
+            real sum = 0;
+            for (int64_t l = 0; l < m; l++)
+                sum += A[i * m + l] * B[l * p + j];
+            C[i * p + j] = sum;
+        }
+}
+
+/* (I + L) X = R with L strictly lower: row i of X is R_i - sum_{j<i} L_ij X_j,
+ * the rows above being final already. This is H7's u_t recurrence. */
+void REFI(unit_lower_solve)(int64_t n, int64_t m, const real *L, const real *R, real *X)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < m; c++) {
+            real x = R[i * m + c];
+            for (int64_t j = 0; j < i; j++)
+                x -= L[i * n + j] * X[j * m + c];
+            X[i * m + c] = x;
+        }
+}
+
+void REFI(state_readout)(int64_t K, int64_t V, const real *h, const real *x, real scale, real *o)
+{
+    for (int64_t c = 0; c < V; c++) {
+        real sum = 0;
+        for (int64_t i = 0; i < K; i++)
+            sum += h[i * V + c] * x[i];
+        o[c] = scale * sum;
+    }
+}
+
+void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real *x, const real *y)
+{
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t c = 0; c < V; c++)
+            h[i * V + c] += coef * x[i] * y[c];
+}
+
+real REFI(log_decay)(const sequence_head *s, int64_t tau, int64_t c)
+{
+    if (s->gk)
+        return s->gk[tau * s->K + c];
+    if (s->g)
+        return s->g[tau];
+    return s->g_gamma;
+}
+
+int REFI(decayed_scores)(const sequence_head *s, const real *X, const real *Y, int strict,
+                          real *S, real *h0_decay)
+{
+    const int64_t T = s->T, K = s->K;
+    real *log_gamma = malloc((size_t)(K + 1) * sizeof(real));
+    if (!log_gamma)
+        return LACS_ERR_MEMORY;
+    for (int64_t i = 0; i < T; i++) {
+        for (int64_t c = 0; c < K; c++)
+            log_gamma[c] = 0;
+        for (int64_t j = i; j >= 0; j--) { /* log_gamma = sum_{tau=j+1..i} */
+            real sum = 0;
+            for (int64_t c = 0; c < K; c++)
+                sum += X[i * K + c] * Y[j * K + c] * exp(log_gamma[c]);
+            S[i * T + j] = (strict && j == i) ? 0 : sum;
+            for (int64_t c = 0; c < K; c++)
+                log_gamma[c] += REFI(log_decay)(s, j, c);
+        }
+        for (int64_t j = i + 1; j < T; j++)
+            S[i * T + j] = 0;
+        for (int64_t c = 0; c < K; c++) /* now sum_{tau=0..i} */
+            if (h0_decay)
+                h0_decay[i * K + c] = exp(log_gamma[c]);
+    }
+    free(log_gamma);
+    return LACS_OK;
+}
+
+void REFI(decayed_final_state)(const sequence_head *s, const real *X, const real *U, real *h)
+{
+    const int64_t K = s->K, V = s->V;
+    for (int64_t r = 0; r < K; r++) {
+        real log_total = 0; /* sum_{tau=0..T-1}: the initial state's decay */
+        for (int64_t j = s->T - 1; j >= 0; j--)
+            log_total += REFI(log_decay)(s, j, r);
+        for (int64_t c = 0; c < V; c++)
+            h[r * V + c] *= exp(log_total);
+        real log_gamma = 0; /* sum_{tau=j+1..T-1} for the current j */
+        for (int64_t j = s->T - 1; j >= 0; j--) {
+            real w = exp(log_gamma) * X[j * K + r];
+            for (int64_t c = 0; c < V; c++)
+                h[r * V + c] += w * U[j * V + c];
+            log_gamma += REFI(log_decay)(s, j, r);
+        }
+    }
+}
+
+void REFI(rms_normalize)(int64_t n, real eps, real *x)
+{
+    real sum_sq = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum_sq += x[i] * x[i];
+    real denom = sqrt(sum_sq / n + eps);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = denom > 0 ? x[i] / denom : 0;
+}
+
+static real norm1(int64_t n, const real *X)
+{
+    real best = 0;
+    for (int64_t j = 0; j < n; j++) {
+        real col = 0;
+        for (int64_t i = 0; i < n; i++)
+            col += fabs(X[i * n + j]);
+        if (col > best)
+            best = col;
+    }
+    return best;
+}
+
+/* E4: e^X and psi(X) = (e^X - I)/X as power series, never dividing by X.
+ * With Y = X / 2^s and ||Y||_1 <= 1/2, 30 terms of each series leave a
+ * remainder below 0.5^30 / 30! ~ 4e-42, far under long double's epsilon.
+ * Then s doublings: psi(2Y) = psi(Y)(e^Y + I)/2 (from e^{2Y} - I =
+ * (e^Y - I)(e^Y + I)), e^{2Y} = (e^Y)^2. */
+int REF(expm_psi)(int64_t n, const real *X, real *expX, real *psiX)
+{
+    size_t bytes = (size_t)(n * n) * sizeof(real);
+    real *Y = malloc(bytes), *term = malloc(bytes), *next = malloc(bytes);
+    real *E = malloc(bytes), *P = malloc(bytes), *tmp = malloc(bytes);
+    int rc = LACS_OK;
+    if (!Y || !term || !next || !E || !P || !tmp) {
+        rc = LACS_ERR_MEMORY;
+        goto done;
+    }
+    int s = 0;
+    real scale = 1;
+    for (real nrm = norm1(n, X); nrm * scale > 0.5L && s < 1000; s++)
+        scale /= 2;
+    for (int64_t i = 0; i < n * n; i++)
+        Y[i] = X[i] * scale;
+
+    /* term_m = Y^m / m!; e^Y = sum term_m; psi(Y) = sum term_m / (m + 1). */
+    for (int64_t i = 0; i < n * n; i++) {
+        term[i] = (i % (n + 1) == 0) ? 1 : 0;
+        E[i] = term[i];
+        P[i] = term[i];
+    }
+    for (int m = 1; m <= 30; m++) {
+        REFI(matmul)(n, n, n, term, Y, next);
+        for (int64_t i = 0; i < n * n; i++) {
+            term[i] = next[i] / m;
+            E[i] += term[i];
+            P[i] += term[i] / (m + 1);
+        }
+    }
+    for (int step = 0; step < s; step++) {
+        memcpy(tmp, E, bytes);
+        for (int64_t i = 0; i < n; i++)
+            tmp[i * n + i] += 1;
+        REFI(matmul)(n, n, n, P, tmp, next);
+        for (int64_t i = 0; i < n * n; i++)
+            P[i] = next[i] / 2;
+        REFI(matmul)(n, n, n, E, E, next);
+        memcpy(E, next, bytes);
+    }
+    if (expX)
+        memcpy(expX, E, bytes);
+    if (psiX)
+        memcpy(psiX, P, bytes);
+done:
+    free(Y);
+    free(term);
+    free(next);
+    free(E);
+    free(P);
+    free(tmp);
+    return rc;
+}
+
+/* Cyclic Jacobi: rotate away each off-diagonal entry in turn until the
+ * off-diagonal mass is negligible; the diagonal is then the spectrum. */
+int REF(symmetric_eigenvalues)(int64_t n, const real *A, real *eigenvalues)
+{
+    real *M = malloc((size_t)(n * n + 1) * sizeof(real));
+    if (!M)
+        return LACS_ERR_MEMORY;
+    memcpy(M, A, (size_t)(n * n) * sizeof(real));
+    for (int sweep = 0; sweep < 100; sweep++) {
+        real off = 0, total = 0;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) {
+                total += M[i * n + j] * M[i * n + j];
+                if (i != j)
+                    off += M[i * n + j] * M[i * n + j];
+            }
+        if (off <= total * 1e-60L || off == 0)
+            break;
+        for (int64_t p = 0; p < n; p++)
+            for (int64_t r = p + 1; r < n; r++) {
+                real apr = M[p * n + r];
+                if (apr == 0)
+                    continue;
+                real theta = (M[r * n + r] - M[p * n + p]) / (2 * apr);
+                real t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
+                real c = 1 / sqrt(t * t + 1), sn = t * c;
+                for (int64_t k = 0; k < n; k++) { /* columns p, r */
+                    real mkp = M[k * n + p], mkr = M[k * n + r];
+                    M[k * n + p] = c * mkp - sn * mkr;
+                    M[k * n + r] = sn * mkp + c * mkr;
+                }
+                for (int64_t k = 0; k < n; k++) { /* rows p, r */
+                    real mpk = M[p * n + k], mrk = M[r * n + k];
+                    M[p * n + k] = c * mpk - sn * mrk;
+                    M[r * n + k] = sn * mpk + c * mrk;
+                }
+            }
+    }
+    for (int64_t i = 0; i < n; i++)
+        eigenvalues[i] = M[i * n + i];
+    free(M);
+    for (int64_t i = 1; i < n; i++) /* insertion sort, ascending */
+        for (int64_t j = i; j > 0 && eigenvalues[j] < eigenvalues[j - 1]; j--) {
+            real t = eigenvalues[j];
+            eigenvalues[j] = eigenvalues[j - 1];
+            eigenvalues[j - 1] = t;
+        }
+    return LACS_OK;
+}
