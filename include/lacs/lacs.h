@@ -1,0 +1,13 @@
+/* lacs: Linear-Attention Conformance Suite, lacs spec 1.0 (SPEC.md).
+ * The whole public interface; link with -llacs -lm. */
+#ifndef LACS_LACS_H
+#define LACS_LACS_H
+
+#include "lacs/types.h"
+#include "lacs/reference.h"
+#include "lacs/reference_ld.h"
+#include "lacs/compare.h"
+#include "lacs/forms.h"
+#include "lacs/prng.h"
+
+#endif
