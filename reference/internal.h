@@ -14,15 +14,19 @@
 
 #include "lacs/types.h"
 
+#include <float.h>
+
 #ifdef LACS_REAL_LONG_DOUBLE
 #include "lacs/reference_ld.h"
 typedef long double real;
+#define REAL_EPSILON LDBL_EPSILON
 typedef lacs_analytic_fn_ld analytic_fn;
 #define REF(name) lacs_ref_##name##_ld
 #define REFI(name) lacs_internal_##name##_ld
 #else
 #include "lacs/reference.h"
 typedef double real;
+#define REAL_EPSILON DBL_EPSILON
 typedef lacs_analytic_fn analytic_fn;
 #define REF(name) lacs_ref_##name
 #define REFI(name) lacs_internal_##name

@@ -186,29 +186,26 @@ done:
     return rc;
 }
 
-/* Cyclic Jacobi: rotate away each off-diagonal entry in turn until the
- * off-diagonal mass is negligible; the diagonal is then the spectrum. */
+/* Cyclic Jacobi: rotate away each off-diagonal entry in turn. An entry below
+ * epsilon/1000 of its diagonal pair is dropped (its effect on the eigenvalues
+ * is below rounding); the sweeps stop when a sweep finds nothing to rotate. */
 int REF(symmetric_eigenvalues)(int64_t n, const real *A, real *eigenvalues)
 {
     real *M = malloc((size_t)(n * n + 1) * sizeof(real));
     if (!M)
         return LACS_ERR_MEMORY;
     memcpy(M, A, (size_t)(n * n) * sizeof(real));
-    for (int sweep = 0; sweep < 100; sweep++) {
-        real off = 0, total = 0;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < n; j++) {
-                total += M[i * n + j] * M[i * n + j];
-                if (i != j)
-                    off += M[i * n + j] * M[i * n + j];
-            }
-        if (off <= total * 1e-60L || off == 0)
-            break;
+    int rotated = 1;
+    for (int sweep = 0; sweep < 100 && rotated; sweep++) {
+        rotated = 0;
         for (int64_t p = 0; p < n; p++)
             for (int64_t r = p + 1; r < n; r++) {
                 real apr = M[p * n + r];
-                if (apr == 0)
+                if (fabs(apr) <= REAL_EPSILON / 1000 * (fabs(M[p * n + p]) + fabs(M[r * n + r]))) {
+                    M[p * n + r] = M[r * n + p] = 0;
                     continue;
+                }
+                rotated = 1;
                 real theta = (M[r * n + r] - M[p * n + p]) / (2 * apr);
                 real t = (theta >= 0 ? 1 : -1) / (fabs(theta) + sqrt(theta * theta + 1));
                 real c = 1 / sqrt(t * t + 1), sn = t * c;
