@@ -291,7 +291,7 @@ static const lacs_form_pair pairs[] = {
      lacs_ref_delta_rule, lacs_ref_delta_rule_matrix, lacs_ref_delta_rule_ld},
     {"delta_rule", "gated_delta_rule with g = 0 (fla #104)", "H6 = H8", DELTA,
      lacs_ref_delta_rule, gated_delta_rule_zero_gate, lacs_ref_delta_rule_ld},
-    {"gated_delta_rule", "matrix form ((QK^T) (.) Gamma)(I + (KK^T) (.) (Gamma - I))^{-1}V",
+    {"gated_delta_rule", "matrix form ((QK^T)(.)Gamma)(I+(KK^T)(.)(Gamma-I))^-1 V",
      "H8 = H9", DELTA | LACS_PROBLEM_G,
      lacs_ref_gated_delta_rule, lacs_ref_gated_delta_rule_matrix, lacs_ref_gated_delta_rule_ld},
     {"gated_delta_rule", "KDA with gk = g in every channel", "H8", DELTA | LACS_PROBLEM_G,
