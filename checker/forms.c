@@ -163,7 +163,9 @@ static double *broadcast_gate(const lacs_dims *d, const double *g)
     return gk;
 }
 
-static int gla_with_broadcast_gate(const lacs_dims *d, const lacs_inputs *in, double *o, double *ht)
+/* `op` run with gk = g broadcast over the key channels, g removed. */
+static int with_broadcast_gate(lacs_op_fn op, const lacs_dims *d, const lacs_inputs *in, double *o,
+                               double *ht)
 {
     double *gk = broadcast_gate(d, in->g);
     if (!gk)
@@ -171,22 +173,19 @@ static int gla_with_broadcast_gate(const lacs_dims *d, const lacs_inputs *in, do
     lacs_inputs mapped = *in;
     mapped.g = NULL;
     mapped.gk = gk;
-    int rc = lacs_ref_gla(d, &mapped, o, ht);
+    int rc = op(d, &mapped, o, ht);
     free(gk);
     return rc;
 }
 
+static int gla_with_broadcast_gate(const lacs_dims *d, const lacs_inputs *in, double *o, double *ht)
+{
+    return with_broadcast_gate(lacs_ref_gla, d, in, o, ht);
+}
+
 static int kda_with_broadcast_gate(const lacs_dims *d, const lacs_inputs *in, double *o, double *ht)
 {
-    double *gk = broadcast_gate(d, in->g);
-    if (!gk)
-        return LACS_ERR_MEMORY;
-    lacs_inputs mapped = *in;
-    mapped.g = NULL;
-    mapped.gk = gk;
-    int rc = lacs_ref_gated_delta_rule(d, &mapped, o, ht);
-    free(gk);
-    return rc;
+    return with_broadcast_gate(lacs_ref_gated_delta_rule, d, in, o, ht);
 }
 
 /* E5: EFLA is the delta rule with beta_t replaced by c_t = beta_t phi(beta_t ||k_t||^2). */

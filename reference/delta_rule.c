@@ -18,10 +18,8 @@ static int delta_rule_kernel(const sequence_head *s, real *h, real *o)
     if (!u)
         return LACS_ERR_MEMORY;
     for (int64_t t = 0; t < s->T; t++) {
-        const real *k = s->k + t * K, *v = s->v + t * V;
-        REFI(state_readout)(K, V, h, k, 1, u); /* u = h^T k, the old prediction */
-        for (int64_t c = 0; c < V; c++)
-            u[c] = s->beta[t] * (v[c] - u[c]);
+        const real *k = s->k + t * K;
+        REFI(delta_correction)(K, V, h, k, s->v + t * V, s->beta[t], u);
         REFI(state_add_outer)(K, V, h, 1, k, u);
         REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
     }

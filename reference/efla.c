@@ -46,10 +46,7 @@ static int efla_kernel(const sequence_head *s, real *h, real *o)
         real knorm2 = 0;
         for (int64_t c = 0; c < K; c++)
             knorm2 += k[c] * k[c];
-        real coef = REF(efla_coefficient)(s->beta[t], knorm2);
-        REFI(state_readout)(K, V, h, k, 1, u);
-        for (int64_t c = 0; c < V; c++)
-            u[c] = coef * (v[c] - u[c]);
+        REFI(delta_correction)(K, V, h, k, v, REF(efla_coefficient)(s->beta[t], knorm2), u);
         REFI(state_add_outer)(K, V, h, 1, k, u);
         REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
     }

@@ -22,15 +22,13 @@ static int gated_delta_kernel(const sequence_head *s, real *h, real *o)
     if (!u)
         return LACS_ERR_MEMORY;
     for (int64_t t = 0; t < s->T; t++) {
-        const real *k = s->k + t * K, *v = s->v + t * V;
+        const real *k = s->k + t * K;
         for (int64_t c = 0; c < K; c++) {
             real factor = exp(REFI(log_decay)(s, t, c));
             for (int64_t j = 0; j < V; j++)
                 h[c * V + j] *= factor;
         }
-        REFI(state_readout)(K, V, h, k, 1, u); /* prediction of the decayed state */
-        for (int64_t c = 0; c < V; c++)
-            u[c] = s->beta[t] * (v[c] - u[c]);
+        REFI(delta_correction)(K, V, h, k, s->v + t * V, s->beta[t], u); /* reads the decayed state */
         REFI(state_add_outer)(K, V, h, 1, k, u);
         REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
     }
@@ -47,10 +45,8 @@ static int comba_kernel(const sequence_head *s, real *h, real *o)
     if (!u)
         return LACS_ERR_MEMORY;
     for (int64_t t = 0; t < s->T; t++) {
-        const real *k = s->k + t * K, *v = s->v + t * V;
-        REFI(state_readout)(K, V, h, k, 1, u); /* before the decay */
-        for (int64_t c = 0; c < V; c++)
-            u[c] = s->beta[t] * (v[c] - u[c]);
+        const real *k = s->k + t * K;
+        REFI(delta_correction)(K, V, h, k, s->v + t * V, s->beta[t], u); /* before the decay */
         real gamma = exp(s->g[t]);
         for (int64_t i = 0; i < K * V; i++)
             h[i] *= gamma;

@@ -92,6 +92,10 @@ void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real 
 /* H4: the natural-log decay of state row c at token tau: gk[tau][c], g[tau],
  * g_gamma, or 0 when the op has no decay. */
 real REFI(log_decay)(const sequence_head *s, int64_t tau, int64_t c);
+/* The delta rule's correction (H6): u = coef (v - h^T k), the step towards v
+ * from the state's current prediction for k. The caller writes h += k u^T. */
+void REFI(delta_correction)(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,
+                            real *u);
 /* Masked, decayed scores: S[i][j] = sum_c X[i][c] Y[j][c] Gamma^c_ij for j <= i
  * (j < i when strict), 0 above, where log Gamma^c_ij = sum_{tau=j+1..i} of the
  * head's log decay at tau for channel c (g_gamma, g, or gk[c]; none: 0, M).

@@ -47,6 +47,14 @@ void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real 
             h[i * V + c] += coef * x[i] * y[c];
 }
 
+void REFI(delta_correction)(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,
+                            real *u)
+{
+    REFI(state_readout)(K, V, h, k, 1, u); /* the prediction h^T k */
+    for (int64_t c = 0; c < V; c++)
+        u[c] = coef * (v[c] - u[c]);
+}
+
 real REFI(log_decay)(const sequence_head *s, int64_t tau, int64_t c)
 {
     if (s->gk)

@@ -94,16 +94,21 @@ static void recurrent_step(lacs_ttt_loss_kind kind, const double *h, const doubl
     cr_assert_eq(rc, LACS_OK, "%s", lacs_last_error());
 }
 
-static double ttt_error(loss_fn loss, lacs_ttt_loss_kind kind, uint64_t seed)
+static void random_ttt_case(uint64_t seed, double *h, double *k, double *v)
 {
     lacs_rng rng = lacs_rng_seed(seed);
-    double h[TK * TV], k[TK], v[TV], step[TK * TV], sgd[TK * TV];
     for (int i = 0; i < TK * TV; i++)
         h[i] = lacs_rng_normal12(&rng);
     for (int i = 0; i < TK; i++)
         k[i] = lacs_rng_normal12(&rng) * 0.4;
     for (int i = 0; i < TV; i++)
         v[i] = lacs_rng_normal12(&rng);
+}
+
+static double ttt_error(loss_fn loss, lacs_ttt_loss_kind kind, uint64_t seed)
+{
+    double h[TK * TV], k[TK], v[TV], step[TK * TV], sgd[TK * TV];
+    random_ttt_case(seed, h, k, v);
     const double gamma = 0.9, eta = 0.35;
     const double lr = (kind == LACS_TTT_DELTA || kind == LACS_TTT_COMBA) ? eta : 1;
     recurrent_step(kind, h, k, v, gamma, eta, step);
@@ -140,14 +145,8 @@ Test(ttt, the_seeds_printed_comba_loss_does_not_give_comba)
 Test(ttt, a_wrong_rate_is_rejected)
 {
     /* the delta loss stepped at rate 1 instead of beta: not the delta rule */
-    lacs_rng rng = lacs_rng_seed(9);
     double h[TK * TV], k[TK], v[TV], step[TK * TV], sgd[TK * TV];
-    for (int i = 0; i < TK * TV; i++)
-        h[i] = lacs_rng_normal12(&rng);
-    for (int i = 0; i < TK; i++)
-        k[i] = lacs_rng_normal12(&rng) * 0.4;
-    for (int i = 0; i < TV; i++)
-        v[i] = lacs_rng_normal12(&rng);
+    random_ttt_case(9, h, k, v);
     recurrent_step(LACS_TTT_DELTA, h, k, v, 0.9, 0.35, step);
     sgd_step(stated_loss, LACS_TTT_DELTA, h, k, v, 0.9, 0.35, 1.0, sgd);
     cr_expect_gt(lacs_normwise_error(sgd, step, 1, 1, 1, TK * TV, NULL, 0, NULL), WRONG_BY_AT_LEAST);
