@@ -12,15 +12,16 @@
 
 #include "internal.h"
 
-/* phi(x) = (1 - e^{-x}) / x for x >= 0, with phi(0) = 1 exactly.
+/* phi(x) = (1 - e^{-x}) / x, with phi(0) = 1 exactly (x < 0 only for beta < 0,
+ * outside the stable domain but still computed exactly).
  * 1 - e^{-x} is -expm1(-x): computing it as 1 - exp(-x) loses every digit
  * when x is tiny (the EFLA ||k|| -> 0 bug). Below 1e-7 the series
- * 1 - x/2 + x^2/6 is exact to its remainder x^3/24 < 5e-23, under long
+ * 1 - x/2 + x^2/6 (for |x| below 1e-7) is exact to its remainder |x|^3/24 < 5e-23, under long
  * double's epsilon, and needs no division by x, so x = 0 and subnormal x
  * give the limit exactly. */
 static real phi(real x)
 {
-    if (x < 1e-7L)
+    if (fabs(x) < 1e-7L)
         return 1 - x / 2 + x * x / 6;
     return -expm1(-x) / x;
 }

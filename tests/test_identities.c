@@ -290,6 +290,20 @@ Test(efla, coefficient_is_beta_at_zero_norm_and_accurate_everywhere)
     }
 }
 
+/* beta < 0 is outside the stable domain but still computed exactly: the series
+ * is only for |beta ||k||^2| < 1e-7. */
+Test(efla, coefficient_for_negative_beta)
+{
+    const double cases[][2] = {{-1, 10}, {-0.5, 1e-3}, {-2, 1e-9}, {-0.1, 0}};
+    for (int i = 0; i < 4; i++) {
+        double c = lacs_ref_efla_coefficient(cases[i][0], cases[i][1]);
+        long double c_ld = lacs_ref_efla_coefficient_ld(cases[i][0], cases[i][1]);
+        cr_expect(fabsl((c - c_ld) / c_ld) <= 4 * DBL_EPSILON, "c(%g, %g) = %.17g, long double %.20Lg",
+                  cases[i][0], cases[i][1], c, c_ld);
+    }
+    cr_expect(fabs(lacs_ref_efla_coefficient(-1, 10) - -expm1(10.0) / 10) <= 1e-12 * 2202.5);
+}
+
 Test(efla, naive_and_epsilon_guarded_coefficients_are_rejected)
 {
     const double beta = 0.5, l = 1e-10;
