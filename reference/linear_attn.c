@@ -67,11 +67,7 @@ static int run(const char *op, const lacs_dims *d, const lacs_inputs *in, unsign
                head_kernel kernel, real *o, real *ht)
 {
     int rc = lacs_internal_validate(op, d, in, decay_input, LACS_READS_H0);
-    if (rc)
-        return rc;
-    if (kernel == postnorm_kernel && !(in->eps >= 0))
-        return lacs_internal_error(LACS_ERR_PARAM, op, "eps = %g must be >= 0", in->eps);
-    return REFI(run_per_head)(op, d, in, 1, kernel, o, ht);
+    return rc ? rc : REFI(run_per_head)(op, d, in, 1, kernel, o, ht);
 }
 
 int REF(linear_attn)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
@@ -81,6 +77,8 @@ int REF(linear_attn)(const lacs_dims *d, const lacs_inputs *in, real *o, real *h
 
 int REF(linear_attn_postnorm)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
+    if (in && !(in->eps >= 0))
+        return lacs_internal_error(LACS_ERR_PARAM, "linear_attn_postnorm", "eps = %g must be >= 0", in->eps);
     return run("linear_attn_postnorm", d, in, 0, postnorm_kernel, o, ht);
 }
 
