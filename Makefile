@@ -26,7 +26,8 @@ LIBS := -lm
 
 REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c reference/delta_rule.c \
            reference/gated_delta_rule.c reference/efla.c reference/softmax_attn.c \
-           reference/preprocess.c reference/ttt.c
+           reference/preprocess.c reference/ttt.c reference/deltaformer.c reference/path_attn.c \
+           reference/mesa_net.c reference/norms.c
 ONCE_SRC := reference/error.c reference/validate.c checker/compare.c checker/forms.c generators/prng.c
 TEST_SRC := $(wildcard tests/*.c)
 HEADERS := $(wildcard include/lacs/*.h) reference/internal.h

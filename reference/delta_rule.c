@@ -150,7 +150,7 @@ int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o)
 int REF(delta_rule)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("delta_rule", d, in, LACS_READS_BETA, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)("delta_rule", d, in, 1, delta_rule_kernel, o, ht);
+    return rc ? rc : REFI(run_per_head)("delta_rule", d, in, STATE_KV, delta_rule_kernel, o, ht, NULL);
 }
 
 int REF(delta_rule_ut)(const lacs_dims *d, const lacs_inputs *in, int64_t chunk, real *o, real *ht)
@@ -161,17 +161,17 @@ int REF(delta_rule_ut)(const lacs_dims *d, const lacs_inputs *in, int64_t chunk,
     if (chunk < 0)
         return lacs_internal_error(LACS_ERR_PARAM, "delta_rule_ut", "chunk = %lld must be >= 0",
                                    (long long)chunk);
-    rc = lacs_internal_check_beta_nonnegative("delta_rule_ut", d, in);
+    rc = lacs_internal_check_beta_nonnegative("delta_rule_ut", d, in, "this form absorbs beta as sqrt(beta)");
     if (rc)
         return rc;
     ut_chunk_length = chunk;
-    return REFI(run_per_head)("delta_rule_ut", d, in, 1, ut_kernel, o, ht);
+    return REFI(run_per_head)("delta_rule_ut", d, in, STATE_KV, ut_kernel, o, ht, NULL);
 }
 
 int REF(delta_rule_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("delta_rule_matrix", d, in, LACS_READS_BETA, LACS_READS_H0);
     if (!rc)
-        rc = lacs_internal_check_beta_nonnegative("delta_rule_matrix", d, in);
-    return rc ? rc : REFI(run_per_head)("delta_rule_matrix", d, in, 1, REFI(delta_matrix_kernel), o, ht);
+        rc = lacs_internal_check_beta_nonnegative("delta_rule_matrix", d, in, "this form absorbs beta as sqrt(beta)");
+    return rc ? rc : REFI(run_per_head)("delta_rule_matrix", d, in, STATE_KV, REFI(delta_matrix_kernel), o, ht, NULL);
 }

@@ -95,13 +95,13 @@ static int efla_ode_kernel(const sequence_head *s, real *h, real *o)
 int REF(efla)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("efla", d, in, LACS_READS_BETA, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)("efla", d, in, 1, efla_kernel, o, ht);
+    return rc ? rc : REFI(run_per_head)("efla", d, in, STATE_KV, efla_kernel, o, ht, NULL);
 }
 
 int REF(efla_ode)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("efla_ode", d, in, LACS_READS_BETA, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)("efla_ode", d, in, 1, efla_ode_kernel, o, ht);
+    return rc ? rc : REFI(run_per_head)("efla_ode", d, in, STATE_KV, efla_ode_kernel, o, ht, NULL);
 }
 
 /* E6, eq. 8: for f(z) = sum a_m z^m, (x y^T)^m = x (y^T x)^{m-1} y^T for m >= 1,

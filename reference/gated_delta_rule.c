@@ -75,7 +75,7 @@ static int validate_gated(const char *op, const lacs_dims *d, const lacs_inputs 
 int REF(gated_delta_rule)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = validate_gated("gated_delta_rule", d, in);
-    return rc ? rc : REFI(run_per_head)("gated_delta_rule", d, in, 1, gated_delta_kernel, o, ht);
+    return rc ? rc : REFI(run_per_head)("gated_delta_rule", d, in, STATE_KV, gated_delta_kernel, o, ht, NULL);
 }
 
 int REF(gated_delta_rule_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
@@ -83,12 +83,12 @@ int REF(gated_delta_rule_matrix)(const lacs_dims *d, const lacs_inputs *in, real
     const char *op = "gated_delta_rule_matrix";
     int rc = validate_gated(op, d, in);
     if (!rc)
-        rc = lacs_internal_check_beta_nonnegative(op, d, in);
-    return rc ? rc : REFI(run_per_head)(op, d, in, 1, REFI(delta_matrix_kernel), o, ht);
+        rc = lacs_internal_check_beta_nonnegative(op, d, in, "this form absorbs beta as sqrt(beta)");
+    return rc ? rc : REFI(run_per_head)(op, d, in, STATE_KV, REFI(delta_matrix_kernel), o, ht, NULL);
 }
 
 int REF(comba)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("comba", d, in, LACS_READS_BETA | LACS_READS_G, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)("comba", d, in, 1, comba_kernel, o, ht);
+    return rc ? rc : REFI(run_per_head)("comba", d, in, STATE_KV, comba_kernel, o, ht, NULL);
 }

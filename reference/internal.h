@@ -44,36 +44,49 @@ enum {
     LACS_READS_G = 1u << 1,
     LACS_READS_GK = 1u << 2,
     LACS_READS_G_GAMMA = 1u << 3,
-    LACS_READS_H0 = 1u << 4
+    LACS_READS_H0 = 1u << 4,
+    LACS_READS_W = 1u << 5,
+    LACS_READS_LAMBDA = 1u << 6,
+    LACS_READS_H0_KK = 1u << 7
 };
 /* Checks dims, cu_seqlens and that the inputs given are exactly those the op
  * reads (`required` must be given, `optional` may be, nothing else). */
 int lacs_internal_validate(const char *op, const lacs_dims *d, const lacs_inputs *in,
                            unsigned required, unsigned optional);
-/* The absorbed forms (H7, H9) take sqrt(beta): every beta must be >= 0. */
-int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in);
+/* Every beta must be >= 0 (the absorbed forms H7, H9, H12 take sqrt(beta));
+ * `why` ends the error message. */
+int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in,
+                                         const char *why);
 /* Number of sequences: B, or N with cu_seqlens. */
 int64_t lacs_internal_sequence_count(const lacs_dims *d);
 
 /* ---- compiled in both precisions ---- */
 
 /* One (sequence, value head), gathered into contiguous arrays of `real`:
- * q, k [T][K], v [T][V], beta and g [T], gk [T][K]; NULL where not given. */
+ * q, k, w [T][K], v [T][V], beta and g [T], gk [T][K], lambda [K]; NULL where
+ * not given. */
 typedef struct {
     int64_t T, K, V;
     real scale, eps, g_gamma;
-    const real *q, *k, *v, *beta, *g, *gk;
+    const real *q, *k, *v, *beta, *g, *gk, *w, *lambda;
 } sequence_head;
+
+/* What state an op carries from token to token, per (sequence, value head). */
+enum {
+    STATE_NONE = 0,   /* softmax attention and the attention forms */
+    STATE_KV = 1,     /* h [K][V]: h0 in, ht out */
+    STATE_KV_KK = 2   /* MesaNet: h [K][V] then H [K][K] in one buffer; h0, h0_kk in, ht, ht_kk out */
+};
 
 /* Computes o [T][V] and, for stateful ops, updates h [K][V] from the initial
  * to the final state. Returns LACS_OK or LACS_ERR_MEMORY. */
 typedef int (*head_kernel)(const sequence_head *s, real *h, real *o);
 
-/* For each sequence and each value head hv (reading q/k head hv / G, G = HV/H):
- * gathers the inputs, loads h0 (or zeros), calls kernel, and scatters o and the
- * final state. stateful = 0 for ops without a state (softmax attention). */
+/* For each sequence and each value head hv (reading q/k/w head hv / G, G = HV/H):
+ * gathers the inputs, loads the initial state (or zeros), calls kernel, and
+ * scatters o and the final state (ht, and ht_kk for STATE_KV_KK; either may be NULL). */
 int REFI(run_per_head)(const char *op, const lacs_dims *d, const lacs_inputs *in,
-                       int stateful, head_kernel kernel, real *o, real *ht);
+                       int state, head_kernel kernel, real *o, real *ht, real *ht_kk);
 
 /* H9 for the delta-rule family (delta_rule.c), shared by DeltaNet, Gated
  * DeltaNet and KDA: Gamma comes from whichever decay input the op was given. */
@@ -82,6 +95,14 @@ int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o);
 /* ---- dense helpers (linalg.c), row-major n x n unless said ---- */
 
 void REFI(matmul)(int64_t n, int64_t m, int64_t p, const real *A, const real *B, real *C);
+real REFI(dot)(int64_t n, const real *a, const real *b);
+/* Row-wise causal softmax of T x T logits L, in place: row i over j <= i (j < i
+ * when strict), every other entry 0; a row with no admissible j is all 0. */
+void REFI(causal_softmax)(int64_t T, int strict, real *L);
+/* Solves A x = b for symmetric positive definite A (n x n) by Cholesky, L
+ * (n x n) being workspace. Returns -1, or the index of the first pivot that
+ * is not positive (then x is not written). */
+int64_t REFI(cholesky_solve)(int64_t n, const real *A, const real *b, real *L, real *x);
 /* Solves (I + L) X = R for X [n][m], L strictly lower (its diagonal and upper
  * part are not read), by forward substitution. X may alias R. */
 void REFI(unit_lower_solve)(int64_t n, int64_t m, const real *L, const real *R, real *X);

@@ -30,6 +30,67 @@ void REFI(unit_lower_solve)(int64_t n, int64_t m, const real *L, const real *R, 
         }
 }
 
+real REFI(dot)(int64_t n, const real *a, const real *b)
+{
+    real sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+/* exp(x) overflows double for x > 709, so each row subtracts its maximum
+ * first: the ratios are unchanged and every exponent is <= 0. */
+void REFI(causal_softmax)(int64_t T, int strict, real *L)
+{
+    for (int64_t i = 0; i < T; i++) {
+        real *row = L + i * T;
+        const int64_t last = strict ? i - 1 : i; /* admissible j: 0..last */
+        real m = -INFINITY, denom = 0;
+        for (int64_t j = 0; j <= last; j++)
+            m = fmax(m, row[j]);
+        for (int64_t j = 0; j <= last; j++)
+            denom += (row[j] = exp(row[j] - m));
+        for (int64_t j = 0; j < T; j++)
+            row[j] = j <= last ? row[j] / denom : 0;
+    }
+}
+
+int64_t REFI(cholesky_solve)(int64_t n, const real *A, const real *b, real *L, real *x)
+{
+    real largest = 0;
+    for (int64_t i = 0; i < n; i++)
+        largest = fmax(largest, fabs(A[i * n + i]));
+    /* A = L L^T, column by column; a pivot at or below n eps max|A_ii| means A
+     * is singular or indefinite to working precision. */
+    for (int64_t j = 0; j < n; j++) {
+        real pivot = A[j * n + j];
+        for (int64_t p = 0; p < j; p++)
+            pivot -= L[j * n + p] * L[j * n + p];
+        if (!(pivot > n * REAL_EPSILON * largest))
+            return j;
+        L[j * n + j] = sqrt(pivot);
+        for (int64_t i = j + 1; i < n; i++) {
+            real sum = A[i * n + j];
+            for (int64_t p = 0; p < j; p++)
+                sum -= L[i * n + p] * L[j * n + p];
+            L[i * n + j] = sum / L[j * n + j];
+        }
+    }
+    for (int64_t i = 0; i < n; i++) { /* L y = b */
+        real sum = b[i];
+        for (int64_t p = 0; p < i; p++)
+            sum -= L[i * n + p] * x[p];
+        x[i] = sum / L[i * n + i];
+    }
+    for (int64_t i = n - 1; i >= 0; i--) { /* L^T x = y */
+        real sum = x[i];
+        for (int64_t p = i + 1; p < n; p++)
+            sum -= L[p * n + i] * x[p];
+        x[i] = sum / L[i * n + i];
+    }
+    return -1;
+}
+
 void REFI(state_readout)(int64_t K, int64_t V, const real *h, const real *x, real scale, real *o)
 {
     for (int64_t c = 0; c < V; c++) {

@@ -67,19 +67,19 @@ static int run(const char *op, const lacs_dims *d, const lacs_inputs *in, unsign
                head_kernel kernel, real *o, real *ht)
 {
     int rc = lacs_internal_validate(op, d, in, decay_input, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)(op, d, in, 1, kernel, o, ht);
+    return rc ? rc : REFI(run_per_head)(op, d, in, STATE_KV, kernel, o, ht, NULL);
 }
 
 int REF(linear_attn)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
-    return run("linear_attn", d, in, 0, decayed_recurrent_kernel, o, ht);
+    return run("linear_attn", d, in, STATE_NONE, decayed_recurrent_kernel, o, ht);
 }
 
 int REF(linear_attn_postnorm)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     if (in && !(in->eps >= 0))
         return lacs_internal_error(LACS_ERR_PARAM, "linear_attn_postnorm", "eps = %g must be >= 0", in->eps);
-    return run("linear_attn_postnorm", d, in, 0, postnorm_kernel, o, ht);
+    return run("linear_attn_postnorm", d, in, STATE_NONE, postnorm_kernel, o, ht);
 }
 
 int REF(retention)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
@@ -99,7 +99,7 @@ int REF(gla)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 
 int REF(linear_attn_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
-    return run("linear_attn_matrix", d, in, 0, decayed_matrix_kernel, o, ht);
+    return run("linear_attn_matrix", d, in, STATE_NONE, decayed_matrix_kernel, o, ht);
 }
 
 int REF(retention_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)

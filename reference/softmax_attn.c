@@ -1,92 +1,117 @@
-/* Causal softmax attention, H1: the baseline attention kernels are compared
- * with. q, k [B, T, H, K], v and o [B, T, HV, V], value head hv reads q/k head
- * hv / G like the recurrent family (GQA). SPEC.md 4.8.
+/* Causal softmax attention (H1) and its forget-gated form (H10: FoX, and
+ * ALiBi as the constant-gate case). q, k [B, T, H, K], v and o [B, T, HV, V],
+ * value head hv reads q/k head hv / G like the recurrent family. SPEC.md 4.8
+ * and 4.10.
  *
- * Scores s_tj = scale q_t . k_j for j <= t. exp(s) overflows double for s > 709,
- * so both forms subtract the row maximum m_t first: the ratio is unchanged
- * and every exponent is <= 0.
+ * Logits l_ij = scale q_i . k_j + log Gamma_ij for j <= i, where H10's
+ * log Gamma_ij = sum_{tau=j+1..i} g_tau is the log of the gated linear
+ * attention's decay (H9) carried into the exponent by the kernel trick
+ * exp(QK^T + log Gamma). Softmax attention is the case g = 0. The gate is
+ * added after the scale (fla's forgetting attention). exp overflows double
+ * above 709, so both forms subtract the row maximum first.
  */
-#include <math.h>
 #include <stdlib.h>
 
 #include "internal.h"
 
-static real dot(int64_t n, const real *a, const real *b)
-{
-    real sum = 0;
-    for (int64_t i = 0; i < n; i++)
-        sum += a[i] * b[i];
-    return sum;
-}
-
-/* H1 component form: o_t = sum_{j<=t} e^{s_tj - m_t} v_j / sum_{j<=t} e^{s_tj - m_t}. */
+/* Component form: for each i, walk j from i down to 0, accumulating
+ * log Gamma_ij = sum_{tau=j+1..i} g_tau in the recurrence's order. */
 static int softmax_kernel(const sequence_head *s, real *h, real *o)
 {
     (void)h;
-    const int64_t K = s->K, V = s->V;
-    for (int64_t t = 0; t < s->T; t++) {
-        real m = -INFINITY;
-        for (int64_t j = 0; j <= t; j++)
-            m = fmax(m, s->scale * dot(K, s->q + t * K, s->k + j * K));
+    const int64_t T = s->T, K = s->K, V = s->V;
+    real *logit = malloc((size_t)(T + 1) * sizeof(real));
+    if (!logit)
+        return LACS_ERR_MEMORY;
+    for (int64_t i = 0; i < T; i++) {
+        real log_gamma = 0, m = -INFINITY;
+        for (int64_t j = i; j >= 0; j--) {
+            logit[j] = s->scale * REFI(dot)(K, s->q + i * K, s->k + j * K) + log_gamma;
+            m = fmax(m, logit[j]);
+            log_gamma += REFI(log_decay)(s, j, 0); /* now sum_{tau=j..i} */
+        }
         real denom = 0;
-        real *ot = o + t * V;
+        real *oi = o + i * V;
         for (int64_t c = 0; c < V; c++)
-            ot[c] = 0;
-        for (int64_t j = 0; j <= t; j++) {
-            real w = exp(s->scale * dot(K, s->q + t * K, s->k + j * K) - m);
-            denom += w;
+            oi[c] = 0;
+        for (int64_t j = 0; j <= i; j++) {
+            real p = exp(logit[j] - m);
+            denom += p;
             for (int64_t c = 0; c < V; c++)
-                ot[c] += w * s->v[j * V + c];
+                oi[c] += p * s->v[j * V + c];
         }
         for (int64_t c = 0; c < V; c++)
-            ot[c] /= denom;
+            oi[c] /= denom;
     }
+    free(logit);
     return LACS_OK;
 }
 
-/* H1 matrix form: P = exp(S + log M - m 1^T) with e^{-inf} = 0 above the
- * diagonal, numerator N = P V, denominator D = P 1, O = N / D row by row. */
+/* Matrix form: L = scale QK^T + (G 1^T - 1 G^T) + log M with G_i the prefix
+ * sum of the log gate (i g_gamma for ALiBi), P = causal softmax of L, O = P V. */
 static int softmax_matrix_kernel(const sequence_head *s, real *h, real *o)
 {
     (void)h;
     const int64_t T = s->T, K = s->K, V = s->V;
-    real *P = calloc((size_t)(T * T + 1), sizeof(real));
-    real *N = malloc((size_t)(T * V + 1) * sizeof(real));
-    if (!P || !N) {
-        free(P);
-        free(N);
+    real *L = malloc((size_t)(T * T + 1) * sizeof(real));
+    real *G = malloc((size_t)(T + 1) * sizeof(real));
+    if (!L || !G) {
+        free(L);
+        free(G);
         return LACS_ERR_MEMORY;
     }
-    for (int64_t i = 0; i < T; i++) { /* S + log M */
-        for (int64_t j = 0; j < T; j++)
-            P[i * T + j] = j <= i ? s->scale * dot(K, s->q + i * K, s->k + j * K) : -INFINITY;
-        real m = -INFINITY;
-        for (int64_t j = 0; j < T; j++)
-            m = fmax(m, P[i * T + j]);
-        for (int64_t j = 0; j < T; j++)
-            P[i * T + j] = exp(P[i * T + j] - m);
-    }
-    REFI(matmul)(T, T, V, P, s->v, N);
     for (int64_t i = 0; i < T; i++) {
-        real denom = 0;
-        for (int64_t j = 0; j < T; j++)
-            denom += P[i * T + j];
-        for (int64_t c = 0; c < V; c++)
-            o[i * V + c] = N[i * V + c] / denom;
+        if (s->g)
+            G[i] = (i > 0 ? G[i - 1] : 0) + s->g[i];
+        else
+            G[i] = i * s->g_gamma; /* 0 for softmax attention */
     }
-    free(P);
-    free(N);
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j <= i; j++)
+            L[i * T + j] = s->scale * REFI(dot)(K, s->q + i * K, s->k + j * K) + (G[i] - G[j]);
+    REFI(causal_softmax)(T, 0, L);
+    REFI(matmul)(T, T, V, L, s->v, o);
+    free(L);
+    free(G);
     return LACS_OK;
 }
 
 int REF(softmax_attn)(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     int rc = lacs_internal_validate("softmax_attn", d, in, 0, 0);
-    return rc ? rc : REFI(run_per_head)("softmax_attn", d, in, 0, softmax_kernel, o, NULL);
+    return rc ? rc : REFI(run_per_head)("softmax_attn", d, in, STATE_NONE, softmax_kernel, o, NULL, NULL);
 }
 
 int REF(softmax_attn_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     int rc = lacs_internal_validate("softmax_attn_matrix", d, in, 0, 0);
-    return rc ? rc : REFI(run_per_head)("softmax_attn_matrix", d, in, 0, softmax_matrix_kernel, o, NULL);
+    return rc ? rc
+              : REFI(run_per_head)("softmax_attn_matrix", d, in, STATE_NONE, softmax_matrix_kernel, o,
+                                   NULL, NULL);
+}
+
+/* H10 reads exactly one gate: g [B, T, HV] (FoX) or g_gamma [HV] (ALiBi). */
+static int validate_fox(const char *op, const lacs_dims *d, const lacs_inputs *in)
+{
+    int rc = lacs_internal_validate(op, d, in, 0, LACS_READS_G | LACS_READS_G_GAMMA);
+    if (rc)
+        return rc;
+    if (!in->g == !in->g_gamma)
+        return lacs_internal_error(LACS_ERR_INPUT, op,
+                                   "exactly one of 'g' (FoX's log forget gate) and 'g_gamma' "
+                                   "(ALiBi's constant log decay) is required, got %s",
+                                   in->g ? "both" : "neither");
+    return LACS_OK;
+}
+
+int REF(fox)(const lacs_dims *d, const lacs_inputs *in, real *o)
+{
+    int rc = validate_fox("fox", d, in);
+    return rc ? rc : REFI(run_per_head)("fox", d, in, STATE_NONE, softmax_kernel, o, NULL, NULL);
+}
+
+int REF(fox_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o)
+{
+    int rc = validate_fox("fox_matrix", d, in);
+    return rc ? rc : REFI(run_per_head)("fox_matrix", d, in, STATE_NONE, softmax_matrix_kernel, o, NULL, NULL);
 }

@@ -76,7 +76,8 @@ int lacs_internal_validate(const char *op, const lacs_dims *d, const lacs_inputs
     } table[] = {
         {"beta", in->beta, LACS_READS_BETA},          {"g", in->g, LACS_READS_G},
         {"gk", in->gk, LACS_READS_GK},                {"g_gamma", in->g_gamma, LACS_READS_G_GAMMA},
-        {"h0", in->h0, LACS_READS_H0},
+        {"h0", in->h0, LACS_READS_H0},                {"w", in->w, LACS_READS_W},
+        {"lambda", in->lambda, LACS_READS_LAMBDA},    {"h0_kk", in->h0_kk, LACS_READS_H0_KK},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         rc = check_one_input(op, table[i].name, table[i].given, table[i].bit, required, optional);
@@ -88,14 +89,14 @@ int lacs_internal_validate(const char *op, const lacs_dims *d, const lacs_inputs
     return LACS_OK;
 }
 
-int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in)
+int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in,
+                                         const char *why)
 {
     const int64_t count = d->B * d->T * d->HV;
     for (int64_t i = 0; i < count; i++)
         if (!(in->beta[i] >= 0))
             return lacs_internal_error(LACS_ERR_PARAM, op,
-                                       "beta[%lld] = %g: this form absorbs beta as sqrt(beta) "
-                                       "and needs beta >= 0",
-                                       (long long)i, in->beta[i]);
+                                       "beta[%lld] = %g must be >= 0: %s",
+                                       (long long)i, in->beta[i], why);
     return LACS_OK;
 }

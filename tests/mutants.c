@@ -71,3 +71,130 @@ int mutant_delta_family(const lacs_dims *d, const lacs_inputs *in, unsigned bugs
     free(pred);
     return LACS_OK;
 }
+
+/* One (b, hv) of a [B, T, heads, width] tensor, row t. */
+static const double *row_of(const double *x, const lacs_dims *d, int64_t b, int64_t t, int64_t heads,
+                            int64_t head, int64_t width)
+{
+    return x + ((b * d->T + t) * heads + head) * width;
+}
+
+static double dot_n(int64_t n, const double *a, const double *b)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* Softmax of logit[0..n) applied to the value rows of head hv, into out [V]. */
+static void softmax_rows(const lacs_dims *d, const lacs_inputs *in, int64_t b, int64_t hv, int64_t n,
+                         const double *logit, double *out)
+{
+    double m = -INFINITY, denom = 0;
+    for (int64_t j = 0; j < n; j++)
+        m = fmax(m, logit[j]);
+    for (int64_t c = 0; c < d->V; c++)
+        out[c] = 0;
+    for (int64_t j = 0; j < n; j++) {
+        double p = exp(logit[j] - m);
+        denom += p;
+        const double *v = row_of(in->v, d, b, j, d->HV, hv, d->V);
+        for (int64_t c = 0; c < d->V; c++)
+            out[c] += p * v[c];
+    }
+    for (int64_t c = 0; c < d->V; c++)
+        out[c] /= denom;
+}
+
+/* Fixed-length batches only (the identity tests use no varlen). */
+int mutant_path_attn(const lacs_dims *d, const lacs_inputs *in, unsigned bugs, double *o)
+{
+    const int64_t K = d->K, G = d->HV / d->H;
+    double *x = malloc((size_t)K * sizeof(double)), *logit = malloc((size_t)(d->T + 1) * sizeof(double));
+    if (!x || !logit) {
+        free(x);
+        free(logit);
+        return LACS_ERR_MEMORY;
+    }
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t hv = 0; hv < d->HV; hv++) {
+            const int64_t hk = hv / G;
+            for (int64_t i = 0; i < d->T; i++) {
+                for (int64_t j = 0; j <= i; j++) {
+                    memcpy(x, row_of(in->k, d, b, j, d->H, hk, K), (size_t)K * sizeof(double));
+                    const int64_t first = (bugs & BUG_PATH_FROM_J) ? j : j + 1;
+                    double gate = 0;
+                    for (int64_t step = 0; step <= i - first; step++) {
+                        /* H_first is applied first, unless the product is reversed */
+                        const int64_t t = (bugs & BUG_PATH_REVERSED) ? i - step : first + step;
+                        const double *w = row_of(in->w, d, b, t, d->H, hk, K);
+                        const double coef = in->beta[(b * d->T + t) * d->HV + hv] * dot_n(K, w, x);
+                        for (int64_t c = 0; c < K; c++)
+                            x[c] -= coef * w[c];
+                    }
+                    for (int64_t t = j + 1; in->g && t <= i; t++)
+                        gate += in->g[(b * d->T + t) * d->HV + hv];
+                    const double score = dot_n(K, row_of(in->q, d, b, i, d->H, hk, K), x);
+                    logit[j] = (bugs & BUG_PATH_GATE_AFTER_SCALE) ? in->scale * score + gate
+                                                                 : in->scale * (score + gate);
+                }
+                softmax_rows(d, in, b, hv, i + 1, logit, o + ((b * d->T + i) * d->HV + hv) * d->V);
+            }
+        }
+    free(x);
+    free(logit);
+    return LACS_OK;
+}
+
+int mutant_deltaformer_fla(const lacs_dims *d, const lacs_inputs *in, unsigned bugs, double *o)
+{
+    const int64_t K = d->K, V = d->V, T = d->T, G = d->HV / d->H;
+    double *u = malloc((size_t)(T * V + 1) * sizeof(double)), *p = malloc((size_t)(T + 1) * sizeof(double));
+    if (!u || !p) {
+        free(u);
+        free(p);
+        return LACS_ERR_MEMORY;
+    }
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t hv = 0; hv < d->HV; hv++) {
+            const int64_t hk = hv / G;
+            for (int64_t i = 0; i < T; i++) { /* first stage, token by token */
+                const int64_t n = (bugs & BUG_DELTAFORMER_DIAGONAL) ? i + 1 : i;
+                const double *q = row_of(in->q, d, b, i, d->H, hk, K);
+                double m = -INFINITY, denom = 0;
+                for (int64_t j = 0; j < n; j++)
+                    m = fmax(m, p[j] = in->scale * dot_n(K, q, row_of(in->k, d, b, j, d->H, hk, K)));
+                for (int64_t j = 0; j < n; j++)
+                    denom += (p[j] = exp(p[j] - m));
+                const double beta = in->beta ? in->beta[(b * T + i) * d->HV + hv] : 1;
+                const double *v = row_of(in->v, d, b, i, d->HV, hv, V);
+                for (int64_t c = 0; c < V; c++) {
+                    double sum = 0; /* with the diagonal bug, u_i's own slot is still 0 here */
+                    for (int64_t j = 0; j < n; j++)
+                        sum += p[j] / denom * (j < i ? u[j * V + c] : v[c]);
+                    u[i * V + c] = v[c] - beta * sum;
+                }
+            }
+            for (int64_t i = 0; i < T; i++) { /* second stage: causal softmax attention of q, k, u */
+                const double *q = row_of(in->q, d, b, i, d->H, hk, K);
+                double m = -INFINITY, denom = 0;
+                for (int64_t j = 0; j <= i; j++)
+                    m = fmax(m, p[j] = in->scale * dot_n(K, q, row_of(in->k, d, b, j, d->H, hk, K)));
+                double *oi = o + ((b * T + i) * d->HV + hv) * V;
+                for (int64_t c = 0; c < V; c++)
+                    oi[c] = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    double w = exp(p[j] - m);
+                    denom += w;
+                    for (int64_t c = 0; c < V; c++)
+                        oi[c] += w * u[j * V + c];
+                }
+                for (int64_t c = 0; c < V; c++)
+                    oi[c] /= denom;
+            }
+        }
+    free(u);
+    free(p);
+    return LACS_OK;
+}

@@ -30,4 +30,20 @@ enum {
 int mutant_delta_family(const lacs_dims *d, const lacs_inputs *in, unsigned bugs, int comba,
                         double *o, double *ht);
 
+/* Deliberately wrong attention forms (tests/mutants.c), from scratch like the
+ * delta family: with bugs = 0 they equal the reference. */
+enum {
+    BUG_PATH_REVERSED = 1u << 0,        /* R_ij = H_{j+1} ... H_i, the product reversed */
+    BUG_PATH_FROM_J = 1u << 1,          /* R_ij = H_i ... H_j: the product starts at t = j */
+    BUG_PATH_GATE_AFTER_SCALE = 1u << 2 /* l_ij = scale q^T R k + G_i - G_j (FoX's placement) */
+};
+/* PaTH (H12), explicit form, with optional gate g. */
+int mutant_path_attn(const lacs_dims *d, const lacs_inputs *in, unsigned bugs, double *o);
+
+enum {
+    BUG_DELTAFORMER_DIAGONAL = 1u << 0 /* the first stage's softmax over j <= i, not j < i */
+};
+/* DeltaFormer (H11), fla's form (q in the first stage), beta optional. */
+int mutant_deltaformer_fla(const lacs_dims *d, const lacs_inputs *in, unsigned bugs, double *o);
+
 #endif

@@ -74,7 +74,7 @@ Test(validation, parameter_domains)
     double beta[2] = {0.5, -0.1};
     lacs_inputs in = {.q = q, .k = k, .v = v, .beta = beta, .scale = 1};
     cr_expect_eq(lacs_ref_delta_rule(&d, &in, o, ht), LACS_OK, "the recurrent form takes any beta");
-    expect_error(lacs_ref_delta_rule_ut(&d, &in, 0, o, ht), LACS_ERR_PARAM, "needs beta >= 0");
+    expect_error(lacs_ref_delta_rule_ut(&d, &in, 0, o, ht), LACS_ERR_PARAM, "must be >= 0");
     expect_error(lacs_ref_delta_rule_matrix(&d, &in, o, ht), LACS_ERR_PARAM, "beta[1] = -0.1");
     beta[1] = 0.2;
     expect_error(lacs_ref_delta_rule_ut(&d, &in, -3, o, ht), LACS_ERR_PARAM, "chunk = -3");

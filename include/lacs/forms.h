@@ -22,7 +22,11 @@ enum {
     LACS_PROBLEM_G_GAMMA = 1u << 3,    /* g_gamma = log(1 - 2^(-5 - hv)), RetNet's */
     LACS_PROBLEM_H0 = 1u << 4,         /* h0 normal, times 0.5 */
     LACS_PROBLEM_UNIT_K = 1u << 5,     /* k L2-normalised per token (delta family) */
-    LACS_PROBLEM_STATELESS = 1u << 6   /* softmax attention: no h0, no ht */
+    LACS_PROBLEM_STATELESS = 1u << 6,  /* the attention forms: no h0, no ht */
+    LACS_PROBLEM_W = 1u << 7,          /* PaTH's w, L2-normalised per token */
+    LACS_PROBLEM_BETA_TO_2 = 1u << 8,  /* beta uniform in [0, 2) instead (PaTH's range) */
+    LACS_PROBLEM_LAMBDA = 1u << 9,     /* MesaNet's lambda uniform in [0.25, 1.25) */
+    LACS_PROBLEM_H0_KK = 1u << 10      /* MesaNet's h0_kk = A A^T / (2K), A normal: PSD */
 };
 
 /* An op in its primary form, one other form it must equal (H-labels in
@@ -35,16 +39,18 @@ typedef struct {
     lacs_op_fn primary;
     lacs_op_fn other;
     lacs_op_fn_ld primary_ld;
+    int64_t max_T;         /* 0, or the longest T worth the cost (O(T^3) forms) */
 } lacs_form_pair;
 
 const lacs_form_pair *lacs_form_pairs(size_t *count);
 
 /* A random problem that owns its arrays: q, k [B, T, H, K], v [B, T, HV, V] and
- * whichever of beta, g, gk, g_gamma, h0 `inputs` asks for; scale = K^-1/2. */
+ * whichever of beta, g, gk, g_gamma, h0, w, lambda, h0_kk `inputs` asks for;
+ * scale = K^-1/2. */
 typedef struct {
     lacs_dims dims;
     lacs_inputs in;
-    double *owned[8];
+    double *owned[11];
 } lacs_problem;
 
 int lacs_problem_make(lacs_problem *p, const lacs_dims *dims, unsigned inputs, uint64_t seed);

@@ -1,4 +1,4 @@
-/* lacs: Linear-Attention Conformance Suite, lacs spec 1.0 (SPEC.md).
+/* lacs: Linear-Attention Conformance Suite, lacs spec 1.1 (SPEC.md).
  * The whole public interface; link with -llacs -lm. */
 #ifndef LACS_LACS_H
 #define LACS_LACS_H

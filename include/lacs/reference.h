@@ -75,6 +75,96 @@ int lacs_ref_softmax_attn(const lacs_dims *d, const lacs_inputs *in, double *o);
 /* H1 matrix form: numerator (exp(S - m) (.) M) V over denominator (exp(S - m) (.) M) 1. */
 int lacs_ref_softmax_attn_matrix(const lacs_dims *d, const lacs_inputs *in, double *o);
 
+/* ---- the attention forms built from the delta rule (H10, H11, H12) ----
+ * Stateless like softmax attention: o only. Value head hv reads q/k (and w)
+ * head hv / G; fla's GQA (more query than key heads) is the case H = HV with
+ * k, v repeated. SPEC.md 4.8, 4.10-4.12. */
+
+/* H10: o_i = sum_{j<=i} softmax_j(scale q_i.k_j + log Gamma_ij) v_j with
+ * log Gamma_ij = sum_{tau=j+1..i} g_tau (FoX, input g [B, T, HV]) or
+ * (i - j) g_gamma[hv] (ALiBi, input g_gamma [HV]): exactly one. The gate is
+ * added after the scale, as in fla. */
+int lacs_ref_fox(const lacs_dims *d, const lacs_inputs *in, double *o);
+/* H10 matrix form: softmax(scale QK^T + (G 1^T - 1 G^T) + log M) V, G the
+ * prefix sums of g (fla's forgetting attention). */
+int lacs_ref_fox_matrix(const lacs_dims *d, const lacs_inputs *in, double *o);
+
+/* H11: O = A (I + diag(beta) B)^{-1} V, A over j <= i, B over j < i (form:
+ * lacs_deltaformer_form; beta optional, absent = 1; with the SOFTMAX and FLA
+ * forms a row of B with no admissible j is 0). Recursion form:
+ * u_i = v_i - beta_i sum_{j<i} B_ij u_j, o_i = sum_{j<=i} A_ij u_j. */
+int lacs_ref_deltaformer(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form form,
+                         double *o);
+/* H11 matrix form: B and A built whole, (I + diag(beta) B) U = V solved by
+ * forward substitution, O = A U. */
+int lacs_ref_deltaformer_matrix(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form form,
+                                double *o);
+/* H11 Neumann series: O = A sum_{m=0}^{terms-1} (-diag(beta) B)^m V. B is
+ * strictly lower triangular, so terms >= T is exact; fewer truncate. */
+int lacs_ref_deltaformer_neumann(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form form,
+                                 int64_t terms, double *o);
+
+/* H12 (PaTH): logits l_ij = scale (q_i^T R_ij k_j + G_i - G_j) for j <= i,
+ * R_ij = H_i H_{i-1} ... H_{j+1}, H_t = I - beta_t w_t w_t^T, G the prefix sums
+ * of the optional log forget gate g [B, T, HV] (PaTH-FoX; added before the
+ * scale, as in fla); o_i = sum_j softmax_j(l_ij) v_j. Inputs w [B, T, H, K]
+ * and beta [B, T, HV] required, beta >= 0. This form applies H_{j+1}, ..., H_i
+ * to k_j afresh for every (i, j). */
+int lacs_ref_path_attn(const lacs_dims *d, const lacs_inputs *in, double *o);
+/* H12 recursion: the K x K matrix R_ij = H_i R_{i-1,j}, R_jj = I, then q_i^T R_ij k_j. */
+int lacs_ref_path_attn_recursive(const lacs_dims *d, const lacs_inputs *in, double *o);
+/* H12 matrix form: A = (QK^T) (.) M - ((QW^T) (.) M) T ((WK^T) (.) (M - I)),
+ * T = (I + (WW^T) (.) (M - I))^{-1} by forward substitution, w absorbing sqrt(beta). */
+int lacs_ref_path_attn_matrix(const lacs_dims *d, const lacs_inputs *in, double *o);
+
+/* ---- MesaNet (H15) ---- */
+
+/* H15: H_t = exp(g_t) H_{t-1} + beta_t k_t k_t^T (K x K), h_t = exp(g_t) h_{t-1}
+ * + beta_t k_t v_t^T (K x V), o_t = h_t^T (H_t + diag(lambda))^{-1} q_t solved
+ * by Cholesky, no q scale (fla). g and beta optional (absent: 0 and 1),
+ * lambda [HV, K] >= 0 required; h0 and h0_kk optional; ht [N, HV, K, V] and
+ * ht_kk [N, HV, K, K] written when not NULL. LACS_ERR_PARAM when H_t + diag(lambda)
+ * is not positive definite. */
+int lacs_ref_mesa_net(const lacs_dims *d, const lacs_inputs *in, double *o, double *ht, double *ht_kk);
+/* H15 parallel form: H_t = Gamma_{t,-1} H_0 + sum_{j<=t} Gamma_tj beta_j k_j k_j^T
+ * (likewise h_t) rebuilt from scratch at every t, then the same solve. */
+int lacs_ref_mesa_net_parallel(const lacs_dims *d, const lacs_inputs *in, double *o, double *ht,
+                               double *ht_kk);
+
+/* ---- normalisation and its replacements (N1..N6), rows x [rows, dim] ----
+ * Element-wise ops and row norms on double inputs; x and y may alias. Every
+ * pointer named weight or bias may be NULL (ones, zeros). VJP outputs that are
+ * scalars (dalpha, dC, dcap) are sums over every element; any VJP output but dx
+ * may be NULL. SPEC.md 4.14-4.18 gives the IEEE semantics. */
+
+/* N2: y = weight (.) x / sqrt(mean(x^2) + eps); with eps = 0 a zero row gives zeros. */
+int lacs_ref_rmsnorm(const double *x, int64_t rows, int64_t dim, double eps, const double *weight,
+                     double *y);
+/* N3: the Jacobian of one unweighted row, J[i][j] = dy_i/dx_j = (delta_ij - y_i y_j / dim) / rms,
+ * rms = sqrt(mean(x^2) + eps). J is dim x dim. */
+int lacs_ref_rmsnorm_jacobian(const double *x, int64_t dim, double eps, double *J);
+/* dx = J^T (weight (.) dy) row by row; dweight = sum over rows of dy (.) x / rms. */
+int lacs_ref_rmsnorm_vjp(const double *x, const double *dy, int64_t rows, int64_t dim, double eps,
+                         const double *weight, double *dx, double *dweight);
+/* N1 (DyT): y = weight (.) tanh(alpha x) + bias, alpha a scalar. */
+int lacs_ref_dyt(const double *x, int64_t rows, int64_t dim, double alpha, const double *weight,
+                 const double *bias, double *y);
+int lacs_ref_dyt_vjp(const double *x, const double *dy, int64_t rows, int64_t dim, double alpha,
+                     const double *weight, double *dx, double *dalpha, double *dweight, double *dbias);
+/* N5 (DyISRU): y = weight (.) x / sqrt(x^2 + C) + bias, C >= 0 a scalar; the
+ * documents' form is weight = sqrt(dim). */
+int lacs_ref_dyisru(const double *x, int64_t rows, int64_t dim, double C, const double *weight,
+                    const double *bias, double *y);
+int lacs_ref_dyisru_vjp(const double *x, const double *dy, int64_t rows, int64_t dim, double C,
+                        const double *weight, double *dx, double *dC, double *dweight, double *dbias);
+/* N6: y = cap tanh(x / cap), 0 < cap < inf. */
+int lacs_ref_softcap(const double *x, int64_t n, double cap, double *y);
+int lacs_ref_softcap_vjp(const double *x, const double *dy, int64_t n, double cap, double *dx,
+                         double *dcap);
+/* The VJP of lacs_ref_l2norm in either convention (SPEC.md 3). */
+int lacs_ref_l2norm_vjp(const double *x, const double *dy, int64_t rows, int64_t dim, double eps,
+                        lacs_l2norm_convention convention, double *dx);
+
 /* ---- q/k preprocessing (outside the ops, SPEC.md section 3) ---- */
 
 /* Each of `rows` rows of length `dim`; x and y may alias. */

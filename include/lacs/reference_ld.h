@@ -35,6 +35,43 @@ int lacs_ref_efla_ode_ld(const lacs_dims *d, const lacs_inputs *in, long double 
 int lacs_ref_softmax_attn_ld(const lacs_dims *d, const lacs_inputs *in, long double *o);
 int lacs_ref_softmax_attn_matrix_ld(const lacs_dims *d, const lacs_inputs *in, long double *o);
 
+int lacs_ref_fox_ld(const lacs_dims *d, const lacs_inputs *in, long double *o);
+int lacs_ref_fox_matrix_ld(const lacs_dims *d, const lacs_inputs *in, long double *o);
+int lacs_ref_deltaformer_ld(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form form,
+                            long double *o);
+int lacs_ref_deltaformer_matrix_ld(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form form,
+                                   long double *o);
+int lacs_ref_deltaformer_neumann_ld(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form form,
+                                    int64_t terms, long double *o);
+int lacs_ref_path_attn_ld(const lacs_dims *d, const lacs_inputs *in, long double *o);
+int lacs_ref_path_attn_recursive_ld(const lacs_dims *d, const lacs_inputs *in, long double *o);
+int lacs_ref_path_attn_matrix_ld(const lacs_dims *d, const lacs_inputs *in, long double *o);
+int lacs_ref_mesa_net_ld(const lacs_dims *d, const lacs_inputs *in, long double *o, long double *ht,
+                         long double *ht_kk);
+int lacs_ref_mesa_net_parallel_ld(const lacs_dims *d, const lacs_inputs *in, long double *o, long double *ht,
+                                  long double *ht_kk);
+
+int lacs_ref_rmsnorm_ld(const double *x, int64_t rows, int64_t dim, double eps, const double *weight,
+                        long double *y);
+int lacs_ref_rmsnorm_jacobian_ld(const double *x, int64_t dim, double eps, long double *J);
+int lacs_ref_rmsnorm_vjp_ld(const double *x, const double *dy, int64_t rows, int64_t dim, double eps,
+                            const double *weight, long double *dx, long double *dweight);
+int lacs_ref_dyt_ld(const double *x, int64_t rows, int64_t dim, double alpha, const double *weight,
+                    const double *bias, long double *y);
+int lacs_ref_dyt_vjp_ld(const double *x, const double *dy, int64_t rows, int64_t dim, double alpha,
+                        const double *weight, long double *dx, long double *dalpha, long double *dweight,
+                        long double *dbias);
+int lacs_ref_dyisru_ld(const double *x, int64_t rows, int64_t dim, double C, const double *weight,
+                       const double *bias, long double *y);
+int lacs_ref_dyisru_vjp_ld(const double *x, const double *dy, int64_t rows, int64_t dim, double C,
+                           const double *weight, long double *dx, long double *dC, long double *dweight,
+                           long double *dbias);
+int lacs_ref_softcap_ld(const double *x, int64_t n, double cap, long double *y);
+int lacs_ref_softcap_vjp_ld(const double *x, const double *dy, int64_t n, double cap, long double *dx,
+                            long double *dcap);
+int lacs_ref_l2norm_vjp_ld(const double *x, const double *dy, int64_t rows, int64_t dim, double eps,
+                           lacs_l2norm_convention convention, long double *dx);
+
 int lacs_ref_l2norm_ld(const double *x, int64_t rows, int64_t dim, double eps,
                        lacs_l2norm_convention convention, long double *y);
 void lacs_ref_sigmoid_ld(const double *x, int64_t n, long double *y);

@@ -1,4 +1,4 @@
-/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.0).
+/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.1).
  *
  * Layout (SPEC.md section 2), all row-major:
  *   q, k   [B, T, H, K]        v, o   [B, T, HV, V]     HV = G * H
@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#define LACS_SPEC_VERSION "1.0"
+#define LACS_SPEC_VERSION "1.1"
 
 /* Return codes of every lacs function. */
 enum {
@@ -45,6 +45,9 @@ typedef struct {
     const double *gk;         /* [B, T, HV, K]: natural-log decay per key channel */
     const double *g_gamma;    /* [HV]: constant natural-log decay per head (retention) */
     const double *h0;         /* [N, HV, K, V] initial state, or NULL for zeros */
+    const double *w;          /* [B, T, H, K]: PaTH's Householder directions */
+    const double *lambda;     /* [HV, K]: MesaNet's regulariser, per key channel */
+    const double *h0_kk;      /* [N, HV, K, K]: MesaNet's initial key-key state, or NULL */
     double scale;             /* readout scale; fla's default is K^-1/2 */
     double eps;               /* linear_attn_postnorm: RMSNorm epsilon */
 } lacs_inputs;
@@ -54,6 +57,13 @@ typedef enum {
     LACS_L2NORM_SQRT_EPS = 0, /* x / sqrt(sum x^2 + eps): fla's in-kernel form */
     LACS_L2NORM_MAX_EPS = 1   /* x / max(||x||, eps): torch F.normalize, ggml */
 } lacs_l2norm_convention;
+
+/* The three forms of DeltaFormer (H11, lacs_ref_deltaformer). */
+typedef enum {
+    LACS_DELTAFORMER_EXP = 0,     /* the documents': A = exp(s QK^T + log M), B = exp(s KK^T + log(M - I)) */
+    LACS_DELTAFORMER_SOFTMAX = 1, /* the same with each exp a causal softmax (B's over j < i) */
+    LACS_DELTAFORMER_FLA = 2      /* fla's: B from s q_i.k_j, softmax over j < i */
+} lacs_deltaformer_form;
 
 /* The test-time-training losses of H5 and H8 (lacs_ref_ttt_loss). */
 typedef enum {

@@ -1,0 +1,179 @@
+/* DeltaFormer (H11): the delta rule's attention matrix with the kernel trick,
+ * O = A (I + diag(beta) B)^{-1} V, A over j <= i and B over j < i. SPEC.md 4.11.
+ *
+ * H11 writes A = exp(QK^T + log M), B = exp(KK^T + log(M - I)): DeltaNet's
+ * H9 form with phi(Q) phi(K)^T = exp(QK^T). Three forms (lacs_deltaformer_form):
+ *   EXP      A_ij = exp(s q_i.k_j), B_ij = exp(s k_i.k_j): H11 as written (s = 1
+ *            is the documents' form; nothing bounds it, so large scores overflow);
+ *   SOFTMAX  each exp replaced by a causal softmax: A's row i over j <= i, B's
+ *            over j < i (row 0 of B has no admissible j and is 0);
+ *   FLA      fla's deltaformer_attn: as SOFTMAX but B_ij = softmax_{j<i}(s q_i.k_j),
+ *            q and not k in the first stage.
+ * beta (optional, absent = 1) scales row i of B, as fla's beta does:
+ * u_i = v_i - beta_i sum_{j<i} B_ij u_j, then o_i = sum_{j<=i} A_ij u_j.
+ *
+ * Since B is strictly lower triangular, (I + B)^{-1} = I - B + B^2 - ... ends
+ * after T terms: H11's Neumann series is exact with T terms.
+ */
+#include <stdlib.h>
+
+#include "internal.h"
+
+/* The form and the series length of the call in progress: the per-head
+ * kernels have the driver's fixed signature, as delta_rule_ut's chunk does. */
+static _Thread_local lacs_deltaformer_form form;
+static _Thread_local int64_t neumann_terms;
+
+/* Row i of A (first_stage = 0) or of B (first_stage = 1), unnormalised score
+ * or softmax weight as the form says, in row[0..i] (row[i] = 0 for B). */
+static void weights_row(const sequence_head *s, int first_stage, int64_t i, real *row)
+{
+    const int64_t K = s->K;
+    const int64_t last = first_stage ? i - 1 : i;
+    /* B reads k_i, except in fla's form, which reads q_i */
+    const real *x = (first_stage && form != LACS_DELTAFORMER_FLA) ? s->k + i * K : s->q + i * K;
+    real m = -INFINITY;
+    for (int64_t j = 0; j <= last; j++) {
+        row[j] = s->scale * REFI(dot)(K, x, s->k + j * K);
+        m = fmax(m, row[j]);
+    }
+    if (form == LACS_DELTAFORMER_EXP)
+        m = 0; /* H11 as written: no normalisation, so nothing to subtract */
+    real denom = 0;
+    for (int64_t j = 0; j <= last; j++)
+        denom += (row[j] = exp(row[j] - m));
+    for (int64_t j = 0; j <= last && form != LACS_DELTAFORMER_EXP; j++)
+        row[j] /= denom;
+    for (int64_t j = last + 1; j <= i; j++)
+        row[j] = 0;
+}
+
+/* Recursion form: u_i from the u_j already computed, then o_i, token by token. */
+static int deltaformer_kernel(const sequence_head *s, real *h, real *o)
+{
+    (void)h;
+    const int64_t T = s->T, V = s->V;
+    real *u = malloc((size_t)(T * V + 1) * sizeof(real));
+    real *row = malloc((size_t)(T + 1) * sizeof(real));
+    if (!u || !row) {
+        free(u);
+        free(row);
+        return LACS_ERR_MEMORY;
+    }
+    for (int64_t i = 0; i < T; i++) {
+        weights_row(s, 1, i, row);
+        const real beta = s->beta ? s->beta[i] : 1;
+        for (int64_t c = 0; c < V; c++) {
+            real sum = 0;
+            for (int64_t j = 0; j < i; j++)
+                sum += row[j] * u[j * V + c];
+            u[i * V + c] = s->v[i * V + c] - beta * sum;
+        }
+        weights_row(s, 0, i, row);
+        for (int64_t c = 0; c < V; c++) {
+            real sum = 0;
+            for (int64_t j = 0; j <= i; j++)
+                sum += row[j] * u[j * V + c];
+            o[i * V + c] = sum;
+        }
+    }
+    free(u);
+    free(row);
+    return LACS_OK;
+}
+
+/* A and diag(beta) B as whole T x T matrices (zeros above the diagonal). The
+ * softmax forms go through the shared causal_softmax, not weights_row. */
+static void build_matrices(const sequence_head *s, real *A, real *B)
+{
+    const int64_t T = s->T, K = s->K;
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++) {
+            const real *x = form == LACS_DELTAFORMER_FLA ? s->q + i * K : s->k + i * K;
+            A[i * T + j] = j <= i ? s->scale * REFI(dot)(K, s->q + i * K, s->k + j * K) : 0;
+            B[i * T + j] = j < i ? s->scale * REFI(dot)(K, x, s->k + j * K) : 0;
+        }
+    if (form == LACS_DELTAFORMER_EXP) {
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < T; j++) {
+                A[i * T + j] = j <= i ? exp(A[i * T + j]) : 0;
+                B[i * T + j] = j < i ? exp(B[i * T + j]) : 0;
+            }
+    } else {
+        REFI(causal_softmax)(T, 0, A);
+        REFI(causal_softmax)(T, 1, B);
+    }
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < i; j++)
+            B[i * T + j] *= s->beta ? s->beta[i] : 1;
+}
+
+/* Matrix form: (I + diag(beta) B) U = V by forward substitution, O = A U.
+ * Neumann form (neumann_terms > 0): U = sum_{m<terms} (-diag(beta) B)^m V. */
+static int deltaformer_matrix_kernel(const sequence_head *s, real *h, real *o)
+{
+    (void)h;
+    const int64_t T = s->T, V = s->V;
+    real *A = malloc((size_t)(T * T + 1) * sizeof(real));
+    real *B = malloc((size_t)(T * T + 1) * sizeof(real));
+    real *U = malloc((size_t)(T * V + 1) * sizeof(real));
+    real *term = malloc((size_t)(T * V + 1) * sizeof(real));
+    real *next = malloc((size_t)(T * V + 1) * sizeof(real));
+    int rc = LACS_OK;
+    if (!A || !B || !U || !term || !next) {
+        rc = LACS_ERR_MEMORY;
+        goto done;
+    }
+    build_matrices(s, A, B);
+    if (neumann_terms == 0) {
+        REFI(unit_lower_solve)(T, V, B, s->v, U);
+    } else {
+        for (int64_t i = 0; i < T * V; i++)
+            U[i] = term[i] = s->v[i];
+        for (int64_t m = 1; m < neumann_terms; m++) {
+            REFI(matmul)(T, T, V, B, term, next);
+            for (int64_t i = 0; i < T * V; i++)
+                U[i] += (term[i] = -next[i]);
+        }
+    }
+    REFI(matmul)(T, T, V, A, U, o);
+done:
+    free(A);
+    free(B);
+    free(U);
+    free(term);
+    free(next);
+    return rc;
+}
+
+static int run(const char *op, const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f,
+               int64_t terms, head_kernel kernel, real *o)
+{
+    int rc = lacs_internal_validate(op, d, in, 0, LACS_READS_BETA);
+    if (rc)
+        return rc;
+    if (f != LACS_DELTAFORMER_EXP && f != LACS_DELTAFORMER_SOFTMAX && f != LACS_DELTAFORMER_FLA)
+        return lacs_internal_error(LACS_ERR_PARAM, op, "unknown form %d (0 exp, 1 softmax, 2 fla)", (int)f);
+    form = f;
+    neumann_terms = terms;
+    return REFI(run_per_head)(op, d, in, STATE_NONE, kernel, o, NULL, NULL);
+}
+
+int REF(deltaformer)(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, real *o)
+{
+    return run("deltaformer", d, in, f, 0, deltaformer_kernel, o);
+}
+
+int REF(deltaformer_matrix)(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, real *o)
+{
+    return run("deltaformer_matrix", d, in, f, 0, deltaformer_matrix_kernel, o);
+}
+
+int REF(deltaformer_neumann)(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f,
+                             int64_t terms, real *o)
+{
+    if (terms < 1)
+        return lacs_internal_error(LACS_ERR_PARAM, "deltaformer_neumann",
+                                   "terms = %lld must be >= 1 (T terms are exact)", (long long)terms);
+    return run("deltaformer_neumann", d, in, f, terms, deltaformer_matrix_kernel, o);
+}
