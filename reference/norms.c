@@ -1,5 +1,5 @@
 /* Normalisation and the element-wise ops proposed to replace it, with their
- * gradients (SPEC.md 4.13-4.17). Source: "Finding replacements for
+ * gradients (SPEC.md 4.14-4.18). Source: "Finding replacements for
  * Normalization through gradient approximation" (kexue.fm/archives/10831,
  * seed 004), labels N1-N6:
  *

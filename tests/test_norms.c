@@ -1,4 +1,4 @@
-/* The normalisation family (SPEC.md 4.13-4.17, labels N1-N6 of seed 004):
+/* The normalisation family (SPEC.md 4.14-4.18, labels N1-N6 of seed 004):
  *   norm_gradients    every VJP (rmsnorm, DyT, DyISRU, softcap, l2norm in both
  *                     conventions) equals central differences of the long double
  *                     forward pass; the N3 Jacobian equals central differences of
@@ -9,7 +9,7 @@
  *                     solves dy/dx = (y/x)(1 - y^2/d) for every C >= 0 and d;
  *   norm_long_double  double vs long double for every op and VJP, also where the
  *                     plain formulas overflow, underflow or cancel;
- *   norm_ieee         the IEEE tables of 4.13-4.17, asserted exactly;
+ *   norm_ieee         the IEEE tables of 4.14-4.18, asserted exactly;
  *   norm_errors       bad shapes, parameters and pointers.
  * Each tolerance check is paired with a deliberately wrong variant, written
  * here, that the same check rejects. */
@@ -870,7 +870,7 @@ Test(norm_long_double, the_rearranged_formulas_hold_where_the_plain_ones_fail)
     }
 }
 
-/* ---- norm_ieee: SPEC.md 4.13-4.17, each case exactly ---- */
+/* ---- norm_ieee: SPEC.md 4.14-4.18, each case exactly ---- */
 
 /* x = 4.9e-324 * 2^k, k = 0..60: subnormal and just above. */
 static double tiny(int k) { return ldexp(DBL_TRUE_MIN, k); }
