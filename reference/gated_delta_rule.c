@@ -62,14 +62,9 @@ static int validate_gated(const char *op, const lacs_dims *d, const lacs_inputs 
 {
     int rc = lacs_internal_validate(op, d, in, LACS_READS_BETA,
                                     LACS_READS_G | LACS_READS_GK | LACS_READS_H0);
-    if (rc)
-        return rc;
-    if (!in->g == !in->gk)
-        return lacs_internal_error(LACS_ERR_INPUT, op,
-                                   "exactly one of 'g' (scalar decay) and 'gk' (per-channel "
-                                   "decay, KDA) is required, got %s",
-                                   in->g ? "both" : "neither");
-    return LACS_OK;
+    return rc ? rc
+              : lacs_internal_check_exactly_one(op, in->g, "'g' (scalar decay)", in->gk,
+                                                "'gk' (per-channel decay, KDA)");
 }
 
 int REF(gated_delta_rule)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)

@@ -53,6 +53,10 @@ enum {
  * reads (`required` must be given, `optional` may be, nothing else). */
 int lacs_internal_validate(const char *op, const lacs_dims *d, const lacs_inputs *in,
                            unsigned required, unsigned optional);
+/* Two inputs of which an op reads exactly one (gated_delta_rule's g or gk,
+ * fox's g or g_gamma): LACS_ERR_INPUT naming both when neither or both are given. */
+int lacs_internal_check_exactly_one(const char *op, const void *a, const char *a_name, const void *b,
+                                     const char *b_name);
 /* Every beta must be >= 0 (the absorbed forms H7, H9, H12 take sqrt(beta));
  * `why` ends the error message. */
 int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in,
@@ -79,7 +83,10 @@ enum {
 };
 
 /* Computes o [T][V] and, for stateful ops, updates h [K][V] from the initial
- * to the final state. Returns LACS_OK or LACS_ERR_MEMORY. */
+ * to the final state. Returns LACS_OK or LACS_ERR_MEMORY; a kernel that fails
+ * on its data (MesaNet's singular system) returns its code after recording
+ * lacs_internal_error(code, NULL, "token %lld: ..."), and the driver adds the
+ * op, sequence and value head. */
 typedef int (*head_kernel)(const sequence_head *s, real *h, real *o);
 
 /* For each sequence and each value head hv (reading q/k/w head hv / G, G = HV/H):

@@ -63,6 +63,18 @@ static int check_cap(const char *op, double cap)
     return LACS_OK;
 }
 
+/* weight[c] v + bias[c], the learned affine step after DyT's and DyISRU's
+ * element-wise function (N1, N5). An absent weight or bias is no operation,
+ * not 1 or +0: an explicit +0 bias would turn -0 into +0 (SPEC.md 4.14). */
+static real per_channel_affine(real v, const double *weight, const double *bias, int64_t c)
+{
+    if (weight)
+        v *= weight[c];
+    if (bias)
+        v += bias[c];
+    return v;
+}
+
 /* Sets the first n entries of a VJP sum output to 0 (NULL: not wanted). */
 static void zero(real *a, int64_t n)
 {
@@ -235,12 +247,7 @@ int REF(dyt)(const double *x, int64_t rows, int64_t dim, double alpha, const dou
         return rc;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < dim; c++) {
-            real v = tanh((real)alpha * x[r * dim + c]);
-            if (weight)
-                v *= weight[c];
-            if (bias)
-                v += bias[c];
-            y[r * dim + c] = v;
+            y[r * dim + c] = per_channel_affine(tanh((real)alpha * x[r * dim + c]), weight, bias, c);
         }
     return LACS_OK;
 }
@@ -320,12 +327,7 @@ int REF(dyisru)(const double *x, int64_t rows, int64_t dim, double C, const doub
     const real sqrt_C = sqrt((real)C);
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < dim; c++) {
-            real v = isru(x[r * dim + c], C, sqrt_C).f;
-            if (weight)
-                v *= weight[c];
-            if (bias)
-                v += bias[c];
-            y[r * dim + c] = v;
+            y[r * dim + c] = per_channel_affine(isru(x[r * dim + c], C, sqrt_C).f, weight, bias, c);
         }
     return LACS_OK;
 }

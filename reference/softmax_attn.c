@@ -94,14 +94,9 @@ int REF(softmax_attn_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o)
 static int validate_fox(const char *op, const lacs_dims *d, const lacs_inputs *in)
 {
     int rc = lacs_internal_validate(op, d, in, 0, LACS_READS_G | LACS_READS_G_GAMMA);
-    if (rc)
-        return rc;
-    if (!in->g == !in->g_gamma)
-        return lacs_internal_error(LACS_ERR_INPUT, op,
-                                   "exactly one of 'g' (FoX's log forget gate) and 'g_gamma' "
-                                   "(ALiBi's constant log decay) is required, got %s",
-                                   in->g ? "both" : "neither");
-    return LACS_OK;
+    return rc ? rc
+              : lacs_internal_check_exactly_one(op, in->g, "'g' (FoX's log forget gate)", in->g_gamma,
+                                                "'g_gamma' (ALiBi's constant log decay)");
 }
 
 int REF(fox)(const lacs_dims *d, const lacs_inputs *in, real *o)

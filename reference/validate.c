@@ -89,6 +89,15 @@ int lacs_internal_validate(const char *op, const lacs_dims *d, const lacs_inputs
     return LACS_OK;
 }
 
+int lacs_internal_check_exactly_one(const char *op, const void *a, const char *a_name, const void *b,
+                                     const char *b_name)
+{
+    if (!a == !b)
+        return lacs_internal_error(LACS_ERR_INPUT, op, "exactly one of %s and %s is required, got %s",
+                                   a_name, b_name, a ? "both" : "neither");
+    return LACS_OK;
+}
+
 int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in,
                                          const char *why)
 {

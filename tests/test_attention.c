@@ -10,8 +10,6 @@
 
 #include "support.h"
 
-typedef int (*attention_fn)(const lacs_dims *d, const lacs_inputs *in, double *o);
-
 static double *zeros(int64_t n) { return calloc((size_t)(n + 1), sizeof(double)); }
 
 static double normwise(const lacs_dims *d, const double *x, const double *ref)

@@ -1,13 +1,14 @@
 /* lacs reference, in double: the specification in code (SPEC.md).
  *
  * Every function here is slow, scalar and computed in double. Each cites the
- * formula label it implements (H1..H15, E1..E7: ../shared/seeds/README.md).
+ * formula label it implements (H1..H15, E1..E7, N1..N6: ../shared/seeds/README.md).
  * The same source is compiled a second time in long double with the suffix
  * _ld (lacs/reference_ld.h), so the golden outputs' own error is known.
  *
  * Ops return LACS_OK or an error code (lacs/types.h) with lacs_last_error()
  * naming the problem. Outputs: o [B, T, HV, V] (always written), ht
- * [N, HV, K, V] (written when not NULL). Softmax attention has no state.
+ * [N, HV, K, V] (written when not NULL). The attention forms have no state;
+ * MesaNet has two; the norms take plain [rows, dim] arrays.
  */
 #ifndef LACS_REFERENCE_H
 #define LACS_REFERENCE_H

@@ -4,7 +4,8 @@
  *   q, k   [B, T, H, K]        v, o   [B, T, HV, V]     HV = G * H
  *   beta, g [B, T, HV]         gk     [B, T, HV, K]
  *   h0, ht [N, HV, K, V]       N = B, or the number of varlen sequences
- * Value head i reads q/k head i / G (integer division, as in fla).
+ *   w      [B, T, H, K]        lambda [HV, K]    h0_kk, ht_kk [N, HV, K, K]
+ * Value head i reads q/k/w head i / G (integer division, as in fla).
  * The state h is K x V (the papers' S transposed); o_t = scale * h_t^T q_t.
  */
 #ifndef LACS_TYPES_H
@@ -33,7 +34,7 @@ typedef struct {
     int64_t N;                 /* number of sequences when cu_seqlens != NULL */
 } lacs_dims;
 
-/* The inputs of the recurrent family and of softmax attention. Inputs are
+/* The inputs of every op on sequences (all but the norms). Inputs are
  * double because golden inputs are fp32 or bf16 values, exact in double; the
  * long double reference reads the same numbers. An op reads only the inputs
  * SPEC.md lists for it: a missing required one, or a given one it would not
