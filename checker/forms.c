@@ -85,7 +85,7 @@ int lacs_problem_make(lacs_problem *p, const lacs_dims *dims, unsigned inputs, u
         if (!gg)
             goto oom;
         for (int64_t h = 0; h < d->HV; h++)
-            gg[h] = log1p(-ldexp(1, -5 - (int)(h % 8)));
+            gg[h] = lacs_retnet_log_decay(h % 8);
         p->in.g_gamma = gg;
     }
     if (inputs & LACS_PROBLEM_H0) {

@@ -4,11 +4,14 @@
 #   libcriterion-dev  the C test framework (make test)
 #   libopenblas-dev   GEMMs of the optimized CPU implementation
 #   libcjson-dev      JSON of the vector metadata
-#   python3-numpy     the Python harness and the NumPy oracle (/usr/bin/python3)
+#   python3-numpy     the Python reader, harness and NumPy oracle (/usr/bin/python3)
+#   python3-jsonschema  validates MANIFEST.json and every vector's metadata against vectors/schema
+#   clang, libclang-rt-14-dev  libFuzzer for the C reader's fuzzing (make fuzz)
 #   pkg-config, gcc, make
 set -euo pipefail
 
-packages=(libcriterion-dev libopenblas-dev libcjson-dev python3-numpy pkg-config gcc make)
+packages=(libcriterion-dev libopenblas-dev libcjson-dev python3-numpy python3-jsonschema clang libclang-rt-14-dev
+          pkg-config gcc make)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,4 +1,4 @@
-/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.1).
+/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.2).
  *
  * Layout (SPEC.md section 2), all row-major:
  *   q, k   [B, T, H, K]        v, o   [B, T, HV, V]     HV = G * H
@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#define LACS_SPEC_VERSION "1.1"
+#define LACS_SPEC_VERSION "1.2"
 
 /* Return codes of every lacs function. */
 enum {
@@ -22,7 +22,9 @@ enum {
     LACS_ERR_INPUT = 3,   /* a required input is missing, or an input the op does not read is given */
     LACS_ERR_VARLEN = 4,  /* cu_seqlens is not a valid offset table */
     LACS_ERR_MEMORY = 5,  /* out of memory */
-    LACS_ERR_PARAM = 6    /* a parameter is out of its domain */
+    LACS_ERR_PARAM = 6,   /* a parameter is out of its domain */
+    LACS_ERR_FORMAT = 7,  /* a file is not a valid safetensors or vector file (SPEC.md 10.2) */
+    LACS_ERR_IO = 8       /* a file cannot be read or written, or exists and may not be replaced */
 };
 
 /* The problem's sizes. With cu_seqlens (N + 1 non-decreasing offsets, first 0,

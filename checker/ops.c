@@ -1,0 +1,716 @@
+/* Every op of the reference behind one call on named tensors (lacs/ops.h,
+ * SPEC.md 10.1 and 10.4).
+ *
+ * Read top to bottom: the table of ops (names in, names out, parameters),
+ * the small adapters that call each reference function in double or long
+ * double, then the one function that checks names and shapes, converts the
+ * tensors to double, runs an adapter and converts its outputs back.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../reference/internal.h"
+#include "lacs/ops.h"
+#include "lacs/reference.h"
+#include "lacs/reference_ld.h"
+
+/* ---- the table ---- */
+
+static const lacs_op_info op_table[] = {
+    {"linear_attn", LACS_FAMILY_RECURRENT, "H2", "lacs_ref_linear_attn", "q k v", "h0 cu_seqlens",
+     "scale", "o ht"},
+    {"linear_attn_postnorm", LACS_FAMILY_RECURRENT, "H3", "lacs_ref_linear_attn_postnorm", "q k v",
+     "h0 cu_seqlens", "scale eps", "o ht"},
+    {"retention", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_retention", "q k v g_gamma", "h0 cu_seqlens",
+     "scale", "o ht"},
+    {"simple_gla", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_simple_gla", "q k v g", "h0 cu_seqlens",
+     "scale", "o ht"},
+    {"gla", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_gla", "q k v gk", "h0 cu_seqlens", "scale", "o ht"},
+    {"delta_rule", LACS_FAMILY_RECURRENT, "H6, E1", "lacs_ref_delta_rule", "q k v beta", "h0 cu_seqlens",
+     "scale", "o ht"},
+    {"gated_delta_rule", LACS_FAMILY_RECURRENT, "H8", "lacs_ref_gated_delta_rule", "q k v beta",
+     "g gk h0 cu_seqlens", "scale", "o ht"},
+    {"comba", LACS_FAMILY_RECURRENT, "H8", "lacs_ref_comba", "q k v beta g", "h0 cu_seqlens", "scale",
+     "o ht"},
+    {"efla", LACS_FAMILY_RECURRENT, "E5", "lacs_ref_efla", "q k v beta", "h0 cu_seqlens", "scale", "o ht"},
+    {"softmax_attn", LACS_FAMILY_ATTENTION, "H1", "lacs_ref_softmax_attn", "q k v", "cu_seqlens", "scale",
+     "o"},
+    {"fox", LACS_FAMILY_ATTENTION, "H10", "lacs_ref_fox", "q k v", "g g_gamma cu_seqlens", "scale", "o"},
+    {"deltaformer", LACS_FAMILY_ATTENTION, "H11", "lacs_ref_deltaformer", "q k v", "beta cu_seqlens",
+     "scale form", "o"},
+    /* The primary form (explicit transitions) is O(T^3 K); the matrix form,
+     * proven equal to it by tests/test_forms.c, is O(T^3) and generates the
+     * long cases (SPEC.md 10.4). */
+    {"path_attn", LACS_FAMILY_ATTENTION, "H12", "lacs_ref_path_attn_matrix", "q k v w beta",
+     "g cu_seqlens", "scale", "o"},
+    {"mesa_net", LACS_FAMILY_MESA, "H15", "lacs_ref_mesa_net", "q k v lambda",
+     "g beta h0 h0_kk cu_seqlens", "", "o ht ht_kk"},
+    {"rmsnorm", LACS_FAMILY_NORM, "N2", "lacs_ref_rmsnorm", "x", "weight", "eps", "y"},
+    {"rmsnorm_vjp", LACS_FAMILY_NORM, "N3", "lacs_ref_rmsnorm_vjp", "x dy", "weight", "eps",
+     "dx dweight"},
+    {"dyt", LACS_FAMILY_NORM, "N1", "lacs_ref_dyt", "x alpha", "weight bias", "", "y"},
+    {"dyt_vjp", LACS_FAMILY_NORM, "N1", "lacs_ref_dyt_vjp", "x dy alpha", "weight", "",
+     "dx dalpha dweight dbias"},
+    {"dyisru", LACS_FAMILY_NORM, "N5", "lacs_ref_dyisru", "x C", "weight bias", "", "y"},
+    {"dyisru_vjp", LACS_FAMILY_NORM, "N5", "lacs_ref_dyisru_vjp", "x dy C", "weight", "",
+     "dx dC dweight dbias"},
+    {"softcap", LACS_FAMILY_NORM, "N6", "lacs_ref_softcap", "x", "", "cap", "y"},
+    {"softcap_vjp", LACS_FAMILY_NORM, "N6", "lacs_ref_softcap_vjp", "x dy", "", "cap", "dx dcap"},
+    {"l2norm", LACS_FAMILY_NORM, "SPEC 3", "lacs_ref_l2norm", "x", "", "eps convention", "y"},
+    {"l2norm_vjp", LACS_FAMILY_NORM, "SPEC 3", "lacs_ref_l2norm_vjp", "x dy", "", "eps convention", "dx"},
+};
+
+const lacs_op_info *lacs_ops(int *count)
+{
+    *count = (int)(sizeof op_table / sizeof op_table[0]);
+    return op_table;
+}
+
+const lacs_op_info *lacs_op_find(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof op_table / sizeof op_table[0]; i++)
+        if (strcmp(op_table[i].name, name) == 0)
+            return &op_table[i];
+    return NULL;
+}
+
+/* Is `word` one of the space-separated words of `list`? */
+static int in_list(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; *p;) {
+        while (*p == ' ')
+            p++;
+        const char *end = p;
+        while (*end && *end != ' ')
+            end++;
+        if ((size_t)(end - p) == n && n > 0 && strncmp(p, word, n) == 0)
+            return 1;
+        p = end;
+    }
+    return 0;
+}
+
+/* Index of `word` among the words of `list`, or -1. */
+static int list_index(const char *list, const char *word)
+{
+    int index = 0;
+    size_t n = strlen(word);
+    for (const char *p = list; *p;) {
+        while (*p == ' ')
+            p++;
+        if (!*p)
+            break;
+        const char *end = p;
+        while (*end && *end != ' ')
+            end++;
+        if ((size_t)(end - p) == n && strncmp(p, word, n) == 0)
+            return index;
+        index++;
+        p = end;
+    }
+    return -1;
+}
+
+/* ---- one call, in double or long double ---- */
+
+typedef struct {
+    lacs_dims dims;
+    lacs_inputs in;
+    const double *x, *dy, *weight, *bias;
+    double alpha, C, eps, cap;
+    int64_t rows, dim;
+    lacs_deltaformer_form form;
+    lacs_l2norm_convention convention;
+} op_call;
+
+/* out[i] is the buffer of the op's i-th output (double, or long double when
+ * ld), NULL where it is not wanted. */
+typedef int (*op_adapter)(const op_call *c, void *const *out, int ld);
+
+static int run_linear_attn(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_linear_attn_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_linear_attn(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_linear_attn_postnorm(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_linear_attn_postnorm_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_linear_attn_postnorm(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_retention(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_retention_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_retention(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_simple_gla(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_simple_gla_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_simple_gla(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_gla(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_gla_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_gla(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_delta_rule(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_delta_rule_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_delta_rule(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_gated_delta_rule(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_gated_delta_rule_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_gated_delta_rule(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_comba(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_comba_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_comba(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_efla(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_efla_ld(&c->dims, &c->in, out[0], out[1])
+              : lacs_ref_efla(&c->dims, &c->in, out[0], out[1]);
+}
+
+static int run_softmax_attn(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_softmax_attn_ld(&c->dims, &c->in, out[0])
+              : lacs_ref_softmax_attn(&c->dims, &c->in, out[0]);
+}
+
+static int run_fox(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_fox_ld(&c->dims, &c->in, out[0]) : lacs_ref_fox(&c->dims, &c->in, out[0]);
+}
+
+static int run_deltaformer(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_deltaformer_ld(&c->dims, &c->in, c->form, out[0])
+              : lacs_ref_deltaformer(&c->dims, &c->in, c->form, out[0]);
+}
+
+static int run_path_attn(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_path_attn_matrix_ld(&c->dims, &c->in, out[0])
+              : lacs_ref_path_attn_matrix(&c->dims, &c->in, out[0]);
+}
+
+static int run_mesa_net(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_mesa_net_ld(&c->dims, &c->in, out[0], out[1], out[2])
+              : lacs_ref_mesa_net(&c->dims, &c->in, out[0], out[1], out[2]);
+}
+
+static int run_rmsnorm(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_rmsnorm_ld(c->x, c->rows, c->dim, c->eps, c->weight, out[0])
+              : lacs_ref_rmsnorm(c->x, c->rows, c->dim, c->eps, c->weight, out[0]);
+}
+
+static int run_rmsnorm_vjp(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_rmsnorm_vjp_ld(c->x, c->dy, c->rows, c->dim, c->eps, c->weight, out[0], out[1])
+              : lacs_ref_rmsnorm_vjp(c->x, c->dy, c->rows, c->dim, c->eps, c->weight, out[0], out[1]);
+}
+
+static int run_dyt(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_dyt_ld(c->x, c->rows, c->dim, c->alpha, c->weight, c->bias, out[0])
+              : lacs_ref_dyt(c->x, c->rows, c->dim, c->alpha, c->weight, c->bias, out[0]);
+}
+
+static int run_dyt_vjp(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_dyt_vjp_ld(c->x, c->dy, c->rows, c->dim, c->alpha, c->weight, out[0], out[1],
+                                    out[2], out[3])
+              : lacs_ref_dyt_vjp(c->x, c->dy, c->rows, c->dim, c->alpha, c->weight, out[0], out[1],
+                                 out[2], out[3]);
+}
+
+static int run_dyisru(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_dyisru_ld(c->x, c->rows, c->dim, c->C, c->weight, c->bias, out[0])
+              : lacs_ref_dyisru(c->x, c->rows, c->dim, c->C, c->weight, c->bias, out[0]);
+}
+
+static int run_dyisru_vjp(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_dyisru_vjp_ld(c->x, c->dy, c->rows, c->dim, c->C, c->weight, out[0], out[1],
+                                       out[2], out[3])
+              : lacs_ref_dyisru_vjp(c->x, c->dy, c->rows, c->dim, c->C, c->weight, out[0], out[1],
+                                    out[2], out[3]);
+}
+
+static int run_softcap(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_softcap_ld(c->x, c->rows * c->dim, c->cap, out[0])
+              : lacs_ref_softcap(c->x, c->rows * c->dim, c->cap, out[0]);
+}
+
+static int run_softcap_vjp(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_softcap_vjp_ld(c->x, c->dy, c->rows * c->dim, c->cap, out[0], out[1])
+              : lacs_ref_softcap_vjp(c->x, c->dy, c->rows * c->dim, c->cap, out[0], out[1]);
+}
+
+static int run_l2norm(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_l2norm_ld(c->x, c->rows, c->dim, c->eps, c->convention, out[0])
+              : lacs_ref_l2norm(c->x, c->rows, c->dim, c->eps, c->convention, out[0]);
+}
+
+static int run_l2norm_vjp(const op_call *c, void *const *out, int ld)
+{
+    return ld ? lacs_ref_l2norm_vjp_ld(c->x, c->dy, c->rows, c->dim, c->eps, c->convention, out[0])
+              : lacs_ref_l2norm_vjp(c->x, c->dy, c->rows, c->dim, c->eps, c->convention, out[0]);
+}
+
+/* In the order of op_table. */
+static const op_adapter adapters[] = {
+    run_linear_attn, run_linear_attn_postnorm, run_retention, run_simple_gla, run_gla,
+    run_delta_rule, run_gated_delta_rule, run_comba, run_efla, run_softmax_attn, run_fox,
+    run_deltaformer, run_path_attn, run_mesa_net, run_rmsnorm, run_rmsnorm_vjp, run_dyt,
+    run_dyt_vjp, run_dyisru, run_dyisru_vjp, run_softcap, run_softcap_vjp, run_l2norm,
+    run_l2norm_vjp,
+};
+_Static_assert(sizeof adapters / sizeof adapters[0] == sizeof op_table / sizeof op_table[0],
+               "one adapter per op");
+
+/* ---- names and shapes ---- */
+
+static const lacs_tensor *find_input(const lacs_tensor *inputs, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (inputs[i].name && strcmp(inputs[i].name, name) == 0)
+            return &inputs[i];
+    return NULL;
+}
+
+static int64_t element_count(const lacs_tensor *t)
+{
+    int64_t count = 1;
+    for (int i = 0; i < t->ndim; i++)
+        count *= t->shape[i];
+    return count;
+}
+
+/* Is t's shape exactly (d0, ..., d_{ndim-1})? */
+static int shape_is(const lacs_tensor *t, int ndim, const int64_t *dims)
+{
+    if (t->ndim != ndim)
+        return 0;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != dims[i])
+            return 0;
+    return 1;
+}
+
+static int shape_error(const char *op, const lacs_tensor *t, const char *expected)
+{
+    char got[160] = "[";
+    for (int i = 0; i < t->ndim && i < 8; i++) {
+        size_t used = strlen(got);
+        snprintf(got + used, sizeof got - used, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    }
+    strncat(got, "]", sizeof got - strlen(got) - 1);
+    return lacs_internal_error(LACS_ERR_SHAPE, op, "input '%s' has shape %s, expected %s", t->name,
+                               got, expected);
+}
+
+/* The sizes of an op on sequences, from q [B, T, H, K], v [B, T, HV, V] and
+ * cu_seqlens [N + 1]; every other input's shape checked against them. */
+static int sequence_dims(const lacs_op_info *info, const lacs_tensor *inputs, int n, lacs_dims *d)
+{
+    const lacs_tensor *q = find_input(inputs, n, "q"), *v = find_input(inputs, n, "v");
+    if (q->ndim != 4)
+        return shape_error(info->name, q, "[B, T, H, K]");
+    if (v->ndim != 4 || v->shape[0] != q->shape[0] || v->shape[1] != q->shape[1])
+        return shape_error(info->name, v, "[B, T, HV, V] with q's B and T");
+    memset(d, 0, sizeof *d);
+    d->B = q->shape[0];
+    d->T = q->shape[1];
+    d->H = q->shape[2];
+    d->K = q->shape[3];
+    d->HV = v->shape[2];
+    d->V = v->shape[3];
+    int64_t n_seqs = d->B;
+    const lacs_tensor *cu = find_input(inputs, n, "cu_seqlens");
+    if (cu) {
+        if (cu->dtype != LACS_I64 || cu->ndim != 1 || cu->shape[0] < 1)
+            return lacs_internal_error(LACS_ERR_SHAPE, info->name,
+                                       "input 'cu_seqlens' must be I64 of shape [N + 1], N >= 0");
+        n_seqs = cu->shape[0] - 1;
+    }
+    const int64_t BTH[3] = {d->B, d->T, d->HV}, BTHK[4] = {d->B, d->T, d->HV, d->K};
+    const int64_t qshape[4] = {d->B, d->T, d->H, d->K}, HK[2] = {d->HV, d->K};
+    const int64_t state[4] = {n_seqs, d->HV, d->K, d->V}, state_kk[4] = {n_seqs, d->HV, d->K, d->K};
+    for (int i = 0; i < n; i++) {
+        const lacs_tensor *t = &inputs[i];
+        const char *name = t->name;
+        if (strcmp(name, "k") == 0 || strcmp(name, "w") == 0) {
+            if (!shape_is(t, 4, qshape))
+                return shape_error(info->name, t, "q's shape [B, T, H, K]");
+        } else if (strcmp(name, "beta") == 0 || strcmp(name, "g") == 0) {
+            if (!shape_is(t, 3, BTH))
+                return shape_error(info->name, t, "[B, T, HV]");
+        } else if (strcmp(name, "gk") == 0) {
+            if (!shape_is(t, 4, BTHK))
+                return shape_error(info->name, t, "[B, T, HV, K]");
+        } else if (strcmp(name, "g_gamma") == 0) {
+            if (!shape_is(t, 1, &d->HV))
+                return shape_error(info->name, t, "[HV]");
+        } else if (strcmp(name, "lambda") == 0) {
+            if (!shape_is(t, 2, HK))
+                return shape_error(info->name, t, "[HV, K]");
+        } else if (strcmp(name, "h0") == 0) {
+            if (!shape_is(t, 4, state))
+                return shape_error(info->name, t, "[N, HV, K, V]");
+        } else if (strcmp(name, "h0_kk") == 0) {
+            if (!shape_is(t, 4, state_kk))
+                return shape_error(info->name, t, "[N, HV, K, K]");
+        }
+    }
+    d->N = cu ? n_seqs : 0;
+    return LACS_OK;
+}
+
+/* The norms: x [rows, dim]; dy like x; weight, bias [dim]; alpha, C [1]. */
+static int norm_dims(const lacs_op_info *info, const lacs_tensor *inputs, int n, int64_t *rows,
+                     int64_t *dim)
+{
+    const lacs_tensor *x = find_input(inputs, n, "x");
+    if (x->ndim != 2)
+        return shape_error(info->name, x, "[rows, dim]");
+    *rows = x->shape[0];
+    *dim = x->shape[1];
+    const int64_t one = 1;
+    for (int i = 0; i < n; i++) {
+        const lacs_tensor *t = &inputs[i];
+        if (strcmp(t->name, "dy") == 0 && !shape_is(t, 2, x->shape))
+            return shape_error(info->name, t, "x's shape [rows, dim]");
+        if ((strcmp(t->name, "weight") == 0 || strcmp(t->name, "bias") == 0) && !shape_is(t, 1, dim))
+            return shape_error(info->name, t, "[dim]");
+        if ((strcmp(t->name, "alpha") == 0 || strcmp(t->name, "C") == 0) && !shape_is(t, 1, &one))
+            return shape_error(info->name, t, "[1]");
+    }
+    return LACS_OK;
+}
+
+/* Every input named by the op, each once, the required ones present, floats
+ * in a float dtype. */
+static int check_names(const lacs_op_info *info, const lacs_tensor *inputs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const lacs_tensor *t = &inputs[i];
+        if (!t->name || !(in_list(info->required, t->name) || in_list(info->optional, t->name)))
+            return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' is not one this op reads",
+                                       t->name ? t->name : "(null)");
+        if (find_input(inputs, i, t->name))
+            return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' is given twice", t->name);
+        if (t->ndim < 0 || t->ndim > 8 || (t->ndim > 0 && !t->shape))
+            return lacs_internal_error(LACS_ERR_SHAPE, info->name, "input '%s' has no valid shape",
+                                       t->name);
+        for (int j = 0; j < t->ndim; j++)
+            if (t->shape[j] < 0)
+                return lacs_internal_error(LACS_ERR_SHAPE, info->name, "input '%s' has a negative dimension",
+                                           t->name);
+        int want_int = strcmp(t->name, "cu_seqlens") == 0;
+        int is_float = t->dtype == LACS_F32 || t->dtype == LACS_BF16 || t->dtype == LACS_F64;
+        if (want_int ? t->dtype != LACS_I64 : !is_float)
+            return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' must be %s", t->name,
+                                       want_int ? "I64" : "F32, BF16 or F64");
+        if (!t->data && element_count(t) > 0)
+            return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' has no data", t->name);
+    }
+    for (const char *p = info->required; *p;) {
+        char word[32];
+        size_t len = strcspn(p, " ");
+        if (len > 0 && len < sizeof word) {
+            memcpy(word, p, len);
+            word[len] = 0;
+            if (!find_input(inputs, n, word))
+                return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' is required", word);
+        }
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+    return LACS_OK;
+}
+
+static void set_shape(lacs_output_shape *o, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                      int64_t d3)
+{
+    o->name = name;
+    o->ndim = ndim;
+    o->shape[0] = d0;
+    o->shape[1] = d1;
+    o->shape[2] = d2;
+    o->shape[3] = d3;
+}
+
+int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int n_inputs,
+                                 lacs_output_shape *outputs, int *n_outputs)
+{
+    const lacs_op_info *info = lacs_op_find(op);
+    *n_outputs = 0;
+    if (!info)
+        return lacs_internal_error(LACS_ERR_INPUT, NULL, "unknown op '%s'", op ? op : "(null)");
+    if (n_inputs < 0 || (n_inputs > 0 && !inputs))
+        return lacs_internal_error(LACS_ERR_INPUT, op, "no inputs");
+    int rc = check_names(info, inputs, n_inputs);
+    if (rc != LACS_OK)
+        return rc;
+    if (info->family == LACS_FAMILY_NORM) {
+        int64_t rows, dim;
+        if ((rc = norm_dims(info, inputs, n_inputs, &rows, &dim)) != LACS_OK)
+            return rc;
+        int has_weight = find_input(inputs, n_inputs, "weight") != NULL;
+        for (const char *p = info->outputs; *p;) {
+            size_t len = strcspn(p, " ");
+            static const char *const names[] = {"y", "dx", "dweight", "dbias", "dalpha", "dC", "dcap"};
+            for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+                if (strlen(names[i]) != len || strncmp(p, names[i], len) != 0)
+                    continue;
+                /* y and dx are like x; dweight and dbias [dim], only with a
+                 * weight; the scalar gradients [1]. */
+                lacs_output_shape *o = &outputs[*n_outputs];
+                if (i <= 1) {
+                    set_shape(o, names[i], 2, rows, dim, 0, 0);
+                    (*n_outputs)++;
+                } else if (i <= 3 && has_weight) {
+                    set_shape(o, names[i], 1, dim, 0, 0, 0);
+                    (*n_outputs)++;
+                } else if (i >= 4) {
+                    set_shape(o, names[i], 1, 1, 0, 0, 0);
+                    (*n_outputs)++;
+                }
+            }
+            p += len;
+            while (*p == ' ')
+                p++;
+        }
+        return LACS_OK;
+    }
+    lacs_dims d;
+    if ((rc = sequence_dims(info, inputs, n_inputs, &d)) != LACS_OK)
+        return rc;
+    const int64_t n_seqs = find_input(inputs, n_inputs, "cu_seqlens") ? d.N : d.B;
+    set_shape(&outputs[(*n_outputs)++], "o", 4, d.B, d.T, d.HV, d.V);
+    if (info->family != LACS_FAMILY_ATTENTION)
+        set_shape(&outputs[(*n_outputs)++], "ht", 4, n_seqs, d.HV, d.K, d.V);
+    if (info->family == LACS_FAMILY_MESA)
+        set_shape(&outputs[(*n_outputs)++], "ht_kk", 4, n_seqs, d.HV, d.K, d.K);
+    return LACS_OK;
+}
+
+/* ---- running ---- */
+
+static double bf16_to_double(uint16_t bits)
+{
+    uint32_t wide = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &wide, sizeof f);
+    return f;
+}
+
+/* A float tensor's values as double (exact for F32, BF16, F64). */
+static double *to_double(const lacs_tensor *t)
+{
+    const int64_t count = element_count(t);
+    double *out = malloc((size_t)(count + 1) * sizeof(double));
+    for (int64_t i = 0; out && i < count; i++) {
+        const unsigned char *bytes = t->data;
+        if (t->dtype == LACS_F64) {
+            memcpy(&out[i], bytes + 8 * i, 8);
+        } else if (t->dtype == LACS_F32) {
+            float f;
+            memcpy(&f, bytes + 4 * i, 4);
+            out[i] = f;
+        } else {
+            uint16_t bits;
+            memcpy(&bits, bytes + 2 * i, 2);
+            out[i] = bf16_to_double(bits);
+        }
+    }
+    return out;
+}
+
+static int param_value(const lacs_param *params, int n, const char *name, double *value)
+{
+    for (int i = 0; i < n; i++)
+        if (params[i].name && strcmp(params[i].name, name) == 0) {
+            *value = params[i].value;
+            return 1;
+        }
+    return 0;
+}
+
+static int check_params(const lacs_op_info *info, const lacs_param *params, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!params[i].name || !in_list(info->params, params[i].name))
+            return lacs_internal_error(LACS_ERR_PARAM, info->name, "parameter '%s' is not one this op reads",
+                                       params[i].name ? params[i].name : "(null)");
+        double unused;
+        if (param_value(params, i, params[i].name, &unused))
+            return lacs_internal_error(LACS_ERR_PARAM, info->name, "parameter '%s' is given twice",
+                                       params[i].name);
+    }
+    double code;
+    if (param_value(params, n, "form", &code) && !(code == 0 || code == 1 || code == 2))
+        return lacs_internal_error(LACS_ERR_PARAM, info->name, "parameter 'form' must be 0, 1 or 2");
+    if (param_value(params, n, "convention", &code) && !(code == 0 || code == 1))
+        return lacs_internal_error(LACS_ERR_PARAM, info->name, "parameter 'convention' must be 0 or 1");
+    return LACS_OK;
+}
+
+/* Points the call's fields at the converted inputs. */
+static void bind_input(op_call *c, const char *name, const double *values, const lacs_tensor *t)
+{
+    if (strcmp(name, "q") == 0) c->in.q = values;
+    else if (strcmp(name, "k") == 0) c->in.k = values;
+    else if (strcmp(name, "v") == 0) c->in.v = values;
+    else if (strcmp(name, "beta") == 0) c->in.beta = values;
+    else if (strcmp(name, "g") == 0) c->in.g = values;
+    else if (strcmp(name, "gk") == 0) c->in.gk = values;
+    else if (strcmp(name, "g_gamma") == 0) c->in.g_gamma = values;
+    else if (strcmp(name, "h0") == 0) c->in.h0 = values;
+    else if (strcmp(name, "w") == 0) c->in.w = values;
+    else if (strcmp(name, "lambda") == 0) c->in.lambda = values;
+    else if (strcmp(name, "h0_kk") == 0) c->in.h0_kk = values;
+    else if (strcmp(name, "cu_seqlens") == 0) c->dims.cu_seqlens = t->data;
+    else if (strcmp(name, "x") == 0) c->x = values;
+    else if (strcmp(name, "dy") == 0) c->dy = values;
+    else if (strcmp(name, "weight") == 0) c->weight = values;
+    else if (strcmp(name, "bias") == 0) c->bias = values;
+    else if (strcmp(name, "alpha") == 0) c->alpha = values[0];
+    else if (strcmp(name, "C") == 0) c->C = values[0];
+}
+
+static int64_t shape_count(const lacs_output_shape *s)
+{
+    int64_t count = 1;
+    for (int i = 0; i < s->ndim; i++)
+        count *= s->shape[i];
+    return count;
+}
+
+int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
+                       const lacs_param *params, int n_params, lacs_tensor *outputs, int n_outputs,
+                       int long_double)
+{
+    lacs_output_shape shapes[LACS_OPS_MAX_OUTPUTS];
+    int n_shapes = 0;
+    int rc = lacs_reference_output_shapes(op, inputs, n_inputs, shapes, &n_shapes);
+    if (rc != LACS_OK)
+        return rc;
+    const lacs_op_info *info = lacs_op_find(op);
+    if (n_params < 0 || (n_params > 0 && !params))
+        return lacs_internal_error(LACS_ERR_PARAM, op, "no parameters");
+    if ((rc = check_params(info, params, n_params)) != LACS_OK)
+        return rc;
+
+    op_call c;
+    memset(&c, 0, sizeof c);
+    double *converted[16] = {0}; /* check_names allows at most 12 distinct inputs */
+    int n_converted = 0;
+    void *buffers[LACS_OPS_MAX_OUTPUTS] = {0};
+    void *slots[LACS_OPS_MAX_OUTPUTS] = {0};
+    const size_t real_size = long_double ? sizeof(long double) : sizeof(double);
+
+    if (info->family == LACS_FAMILY_NORM) {
+        rc = norm_dims(info, inputs, n_inputs, &c.rows, &c.dim);
+    } else {
+        rc = sequence_dims(info, inputs, n_inputs, &c.dims);
+        c.in.scale = 1 / sqrt((double)c.dims.K);
+    }
+    if (rc != LACS_OK)
+        return rc;
+    double value;
+    if (param_value(params, n_params, "scale", &value))
+        c.in.scale = value;
+    if (param_value(params, n_params, "eps", &value)) {
+        c.in.eps = value;
+        c.eps = value;
+    }
+    c.cap = param_value(params, n_params, "cap", &value) ? value : 0;
+    c.form = param_value(params, n_params, "form", &value) ? (lacs_deltaformer_form)value
+                                                           : LACS_DELTAFORMER_SOFTMAX;
+    c.convention = param_value(params, n_params, "convention", &value) ? (lacs_l2norm_convention)value
+                                                                     : LACS_L2NORM_SQRT_EPS;
+
+    for (int i = 0; i < n_inputs && n_converted < 16; i++) {
+        if (inputs[i].dtype == LACS_I64) {
+            bind_input(&c, inputs[i].name, NULL, &inputs[i]);
+            continue;
+        }
+        double *values = to_double(&inputs[i]);
+        if (!values) {
+            rc = lacs_internal_error(LACS_ERR_MEMORY, op, "out of memory converting input '%s'",
+                                     inputs[i].name);
+            goto done;
+        }
+        converted[n_converted++] = values;
+        bind_input(&c, inputs[i].name, values, &inputs[i]);
+    }
+
+    /* Every output the op can give has a slot in the order of info->outputs;
+     * the ones these inputs give get a buffer. */
+    for (int s = 0; s < n_shapes; s++) {
+        int slot = list_index(info->outputs, shapes[s].name);
+        buffers[s] = calloc((size_t)(shape_count(&shapes[s]) + 1), real_size);
+        if (!buffers[s]) {
+            rc = lacs_internal_error(LACS_ERR_MEMORY, op, "out of memory for output '%s'", shapes[s].name);
+            goto done;
+        }
+        slots[slot] = buffers[s];
+    }
+    rc = adapters[info - op_table](&c, slots, long_double);
+    if (rc != LACS_OK)
+        goto done;
+
+    for (int s = 0; s < n_shapes; s++) {
+        lacs_tensor *out = NULL;
+        for (int j = 0; j < n_outputs; j++)
+            if (outputs[j].name && strcmp(outputs[j].name, shapes[s].name) == 0)
+                out = &outputs[j];
+        if (!out)
+            continue;
+        const int64_t count = shape_count(&shapes[s]);
+        if (out->ndim != shapes[s].ndim || element_count(out) != count ||
+            (out->dtype != LACS_F64 && out->dtype != LACS_F32) || (!out->data && count > 0)) {
+            rc = lacs_internal_error(LACS_ERR_SHAPE, op,
+                                     "output '%s' must be F64 or F32 with the shape the inputs give",
+                                     shapes[s].name);
+            goto done;
+        }
+        for (int64_t i = 0; i < count; i++) {
+            double x = long_double ? (double)((long double *)buffers[s])[i] : ((double *)buffers[s])[i];
+            if (out->dtype == LACS_F64)
+                memcpy((unsigned char *)out->data + 8 * i, &x, 8);
+            else {
+                float f = (float)x;
+                memcpy((unsigned char *)out->data + 4 * i, &f, 4);
+            }
+        }
+    }
+done:
+    for (int i = 0; i < n_converted; i++)
+        free(converted[i]);
+    for (int s = 0; s < LACS_OPS_MAX_OUTPUTS; s++)
+        free(buffers[s]);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* lacs: the case catalog of the golden vectors and how a case becomes a
+ * vector file (SPEC.md 10.3-10.5).
+ *
+ * One declarative table (generators/catalog.c): each row is an op, a shape,
+ * a recipe for each input, the flags it carries and the reason it exists.
+ * A row expands to one case per tier it names; the case's id is
+ * `<op>-<tier>-<name>` and its seed the top 53 bits of the FNV-1a hash of
+ * the id (exact as a JSON number).
+ */
+#ifndef LACS_CATALOG_H
+#define LACS_CATALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lacs/plugin.h"
+
+#define LACS_GENERATOR_VERSION "1"
+/* The largest normwise difference allowed between a golden and its long
+ * double recomputation (SPEC.md 10.4). */
+#define LACS_CERTIFY_BOUND 1e-12
+
+typedef enum { LACS_TIER_FP32 = 1, LACS_TIER_BF16 = 2, LACS_TIER_BOTH = 3 } lacs_tier_mask;
+typedef enum { LACS_SET_CORE = 0, LACS_SET_FULL = 1 } lacs_case_set;
+
+typedef struct {
+    const char *op;
+    const char *name;        /* the id's last part, e.g. "t65-hv2h" */
+    lacs_tier_mask tiers;
+    lacs_case_set set;
+    int64_t B, T, H, HV, K, V; /* ops on sequences */
+    int64_t rows, dim;       /* the norms: x [rows, dim] */
+    const char *cu_seqlens;  /* varlen offsets "0,0,1,40" (B = 1), or NULL */
+    const char *inputs;      /* "q:normal k:unit v:normal beta:uniform(0,1)" (SPEC.md 10.3) */
+    const char *params;      /* "scale=0.5 form=1", or NULL */
+    int64_t split;           /* state carry: the first part's length, or 0 */
+    const char *flags;       /* space-separated flag names (SPEC.md 10.5) */
+    const char *reason;
+} lacs_case;
+
+const lacs_case *lacs_catalog(size_t *count);
+
+/* The flags of SPEC.md 10.5, each with the bug it catches. */
+typedef struct {
+    const char *name;
+    const char *catches;
+} lacs_flag_info;
+const lacs_flag_info *lacs_flags(size_t *count);
+
+/* One tier of one case, built: its inputs drawn and rounded to the tier, its
+ * goldens computed in double and certified in long double. */
+typedef struct {
+    char id[160];
+    const char *tier;          /* "fp32" or "bf16" */
+    uint64_t seed;
+    lacs_tensor tensors[24];   /* inputs, then expected.* outputs; own their names, shapes, data */
+    int64_t shapes[24][4];
+    char names[24][32];
+    int n_inputs, n_tensors;
+    double certified[8];       /* per output, in output order */
+    double certified_max;
+    char *metadata;            /* the `lacs` JSON string (malloc'd) */
+} lacs_golden;
+
+/* Builds case `c` in tier `tier` (LACS_TIER_FP32 or LACS_TIER_BF16).
+ * LACS_ERR_PARAM (with lacs_last_error()) if a recipe is malformed or the
+ * certification exceeds LACS_CERTIFY_BOUND. */
+int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g);
+void lacs_golden_free(lacs_golden *g);
+/* The tensor named `name` (e.g. "q", "expected.o"), or NULL. */
+const lacs_tensor *lacs_golden_find(const lacs_golden *g, const char *name);
+
+#endif

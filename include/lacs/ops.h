@@ -1,0 +1,67 @@
+/* lacs: every op of the reference behind one call on named tensors
+ * (SPEC.md 10.1, 10.4).
+ *
+ * The golden vectors name their inputs and outputs (`q`, `beta`, `x`, ...;
+ * `o`, `ht`, `y`, `dx`, ...) and carry numeric parameters (`scale`, `eps`,
+ * `form`, ...). This table says, for each op, which names it takes and gives,
+ * and runs the reference on them, in double or in long double. The generators
+ * compute the goldens through it; the checker's `builtin:reference` and
+ * `lacs run` (issue 5) use it the same way. Tensors are those of the plugin
+ * ABI (lacs/plugin.h).
+ */
+#ifndef LACS_OPS_H
+#define LACS_OPS_H
+
+#include <stdint.h>
+
+#include "lacs/plugin.h"
+
+#define LACS_OPS_MAX_OUTPUTS 6
+
+typedef enum {
+    LACS_FAMILY_RECURRENT = 0, /* o [B, T, HV, V] and the state ht [N, HV, K, V] */
+    LACS_FAMILY_ATTENTION = 1, /* o [B, T, HV, V] only */
+    LACS_FAMILY_MESA = 2,      /* o, ht and ht_kk [N, HV, K, K] */
+    LACS_FAMILY_NORM = 3       /* x [rows, dim] and its outputs */
+} lacs_op_family;
+
+typedef struct {
+    const char *name;      /* "delta_rule" */
+    lacs_op_family family;
+    const char *labels;    /* "H6, E1" */
+    const char *reference; /* the function that computes it, e.g. "lacs_ref_delta_rule" */
+    const char *required;  /* space-separated input names, e.g. "q k v beta" */
+    const char *optional;  /* e.g. "h0 cu_seqlens" */
+    const char *params;    /* numeric parameters it reads, e.g. "scale" */
+    const char *outputs;   /* every output it can give, e.g. "o ht" */
+} lacs_op_info;
+
+const lacs_op_info *lacs_ops(int *count);
+const lacs_op_info *lacs_op_find(const char *name);
+
+/* An output the op gives for these inputs: its name (without `expected.`)
+ * and shape. */
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+} lacs_output_shape;
+
+/* The outputs `op` gives for `inputs` (for the norms' VJPs, dweight and dbias
+ * only when `weight` is given). Checks every name and shape: an unknown op or
+ * input is LACS_ERR_INPUT, a shape that does not agree with the others
+ * LACS_ERR_SHAPE, naming the tensor. Returns the count in *n_outputs. */
+int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int n_inputs,
+                                 lacs_output_shape *outputs, int *n_outputs);
+
+/* Runs the reference of `op` on `inputs` (F32, BF16 or F64; cu_seqlens I64),
+ * with `params` (a parameter the op does not read is LACS_ERR_PARAM; `scale`
+ * defaults to K^-1/2, `eps` to 0, `form` to 1, `convention` to 0). Writes
+ * every output the shapes above give, matched by name in `outputs` (F64 or
+ * F32, shape as given by lacs_reference_output_shapes). `long_double`: compute
+ * in the long double build, rounded to the outputs' dtype at the end. */
+int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
+                       const lacs_param *params, int n_params, lacs_tensor *outputs, int n_outputs,
+                       int long_double);
+
+#endif

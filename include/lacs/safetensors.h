@@ -1,0 +1,83 @@
+/* lacs: reading and writing safetensors files (SPEC.md 10.1, 10.2).
+ *
+ * The C reader of the golden vectors. A file is read whole and validated
+ * before anything is returned: a malformed file is LACS_ERR_FORMAT with
+ * lacs_last_error() = "<path>: <kind>: <detail>", <kind> one of SPEC.md 10.2's
+ * (truncated, header-length, header-utf8, header-json, duplicate-name, dtype,
+ * shape, offsets, byte-count, overlap, gap, metadata). The Python reader
+ * (python/lacs/safetensors.py) gives the same kinds for the same files.
+ */
+#ifndef LACS_SAFETENSORS_H
+#define LACS_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lacs/plugin.h"
+
+#define LACS_SAFETENSORS_MAX_DIMS 8
+#define LACS_SAFETENSORS_MAX_HEADER (100u * 1000u * 1000u)
+
+typedef struct {
+    char *name;
+    lacs_dtype dtype;
+    int ndim;
+    int64_t shape[LACS_SAFETENSORS_MAX_DIMS];
+    int64_t count;        /* product of the shape (1 for ndim = 0) */
+    const uint8_t *data;  /* points into the file's buffer; not aligned in general */
+    size_t nbytes;
+} lacs_safetensors_tensor;
+
+typedef struct {
+    char *path;                        /* as given, for messages */
+    uint8_t *buffer;                   /* the whole file */
+    size_t size;
+    lacs_safetensors_tensor *tensors;  /* in the order of their data offsets */
+    int n_tensors;
+    char **metadata_keys;              /* __metadata__, in file order; n_metadata entries */
+    char **metadata_values;
+    int n_metadata;
+} lacs_safetensors_file;
+
+/* Element size of a dtype in bytes (0 if unknown); its name ("F32", ...). */
+size_t lacs_dtype_size(lacs_dtype dtype);
+const char *lacs_dtype_name(lacs_dtype dtype);
+
+/* Reads and validates `path`. LACS_ERR_IO if it cannot be read, LACS_ERR_FORMAT
+ * if malformed, LACS_ERR_MEMORY; on error *f is left empty (safe to free). */
+int lacs_safetensors_read(const char *path, lacs_safetensors_file *f);
+/* The same on bytes in memory (copied); `label` stands for the path in messages. */
+int lacs_safetensors_parse(const uint8_t *bytes, size_t size, const char *label,
+                           lacs_safetensors_file *f);
+void lacs_safetensors_free(lacs_safetensors_file *f);
+
+/* The tensor named `name`, or NULL. */
+const lacs_safetensors_tensor *lacs_safetensors_find(const lacs_safetensors_file *f, const char *name);
+/* The metadata value of `key`, or NULL. */
+const char *lacs_safetensors_metadata(const lacs_safetensors_file *f, const char *key);
+/* Converts every element of t to double (F32, BF16, F64 exactly; I64 as by a C cast). */
+void lacs_safetensors_to_double(const lacs_safetensors_tensor *t, double *out);
+
+/* Writes tensors (any order given; written as SPEC.md 10.1 orders them) and
+ * one metadata entry key -> value (both may be NULL for none) to `path`.
+ * Refuses to replace an existing file unless `overwrite` (LACS_ERR_IO, naming
+ * it); writes to `path`.tmp and renames, so a failed write leaves no partial
+ * file. Duplicate or empty names, unknown dtypes, ndim outside 0..8 and
+ * negative dimensions are LACS_ERR_FORMAT. */
+int lacs_safetensors_write(const char *path, const lacs_tensor *tensors, int n_tensors,
+                           const char *metadata_key, const char *metadata_value, int overwrite);
+
+/* SHA-256 (FIPS 180-4) of a byte string, as 64 lowercase hex digits and a NUL. */
+void lacs_sha256_hex(const void *data, size_t size, char hex[65]);
+/* Incremental form. */
+typedef struct {
+    uint32_t h[8];
+    uint64_t length;
+    uint8_t block[64];
+    size_t used;
+} lacs_sha256;
+void lacs_sha256_init(lacs_sha256 *s);
+void lacs_sha256_update(lacs_sha256 *s, const void *data, size_t size);
+void lacs_sha256_final(lacs_sha256 *s, char hex[65]);
+
+#endif

@@ -1,0 +1,1 @@
+"""The independent NumPy oracle of the golden vectors (tests/oracle/oracle.py)."""

@@ -1,0 +1,1 @@
+"""Python tests: make test-python (unittest discover -s tests/python -t .)."""
