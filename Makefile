@@ -2,8 +2,9 @@
 #
 #   make                 liblacs (static and shared) and the self-check, in build/
 #   make selfcheck       build and print the reference's self-check (the main job for now)
-#   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites
-#   make test-sanitize   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer, in build-sanitize/
+#   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
+#                        the Python suites (readers, oracle, schemas), vectors-check and a bounded fuzz
+#   make test-sanitize   the C suites and vectors-check under AddressSanitizer + UBSan, in build-sanitize/
 #   make vectors         regenerate the committed core vectors (vectors/core, MANIFEST.json)
 #   make vectors-full    generate the full set into vectors/full and check it against MANIFEST-full.json
 #   make vectors-check   regenerate the core set in build/ and compare it with the committed one
@@ -110,7 +111,9 @@ $(BUILD)/obj/tests/%.o: %.c $(HEADERS) tests/support.h | deps
 $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/liblacs.a $(LDFLAGS_LACS) -lcriterion $(LIBS)
 
-test: test-c test-python
+# make test: the C suites, the Python reader/oracle/schema suites, the
+# reproduction of the committed core vectors, and a bounded fuzzing run.
+test: test-c test-python vectors-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
@@ -130,8 +133,9 @@ fuzz: $(FUZZ_BUILD)/fuzz-safetensors
 	./$(FUZZ_BUILD)/fuzz-safetensors -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 \
 	    $(FUZZ_BUILD)/corpus tests/data/malformed tests/data/valid
 
+# The C suites and the regeneration of the core vectors under ASan + UBSan.
 test-sanitize:
-	$(MAKE) SANITIZE=1 test
+	$(MAKE) SANITIZE=1 test-c vectors-check
 
 clean:
 	rm -rf build build-sanitize build-fuzz

@@ -4,6 +4,7 @@
  *   lacs-generate [--set core|full] [--out DIR] [--force | --force-files] [--jobs N] [--only TEXT]
  *   lacs-generate --check DIR [--set core|full] [--jobs N] [--only TEXT]
  *   lacs-generate --list [--set core|full]
+ *   lacs-generate --flags
  *
  * Generating writes DIR/<set>/<op>/<id>.safetensors for every case of the set
  * and the manifest DIR/MANIFEST.json (core) or DIR/MANIFEST-full.json (full).
@@ -62,6 +63,7 @@ static void usage(FILE *to)
             "usage: lacs-generate [--set core|full] [--out DIR] [--force | --force-files] [--jobs N] [--only TEXT]\n"
             "       lacs-generate --check DIR [--set core|full] [--jobs N] [--only TEXT]\n"
             "       lacs-generate --list [--set core|full]\n"
+            "       lacs-generate --flags\n"
             "\n"
             "Writes the golden vectors of the catalog (SPEC.md 10) to DIR/<set>/<op>/<id>.safetensors\n"
             "and DIR/MANIFEST.json (core) or DIR/MANIFEST-full.json (full); DIR defaults to vectors.\n"
@@ -71,7 +73,8 @@ static void usage(FILE *to)
             "                outputs within %d ulp of double, metadata equal but for the certified error\n"
             "  --jobs N      parallel cases (default: the number of processors)\n"
             "  --only TEXT   only the cases whose id contains TEXT (no manifest is written)\n"
-            "  --list        print the cases' ids, flags and reasons\n",
+            "  --list        print the cases' ids, flags and reasons\n"
+            "  --flags       print the flags and the bug each catches (SPEC.md 10.5), as a table\n",
             ULP_BOUND);
 }
 
@@ -372,6 +375,12 @@ int main(int argc, char **argv)
             force_files = 1;
         } else if (strcmp(a, "--list") == 0) {
             list = 1;
+        } else if (strcmp(a, "--flags") == 0) {
+            size_t n_flags;
+            const lacs_flag_info *flags = lacs_flags(&n_flags);
+            for (size_t f = 0; f < n_flags; f++)
+                printf("| `%s` | %s |\n", flags[f].name, flags[f].catches);
+            return 0;
         } else if (value && strcmp(a, "--set") == 0) {
             set = value;
             i++;

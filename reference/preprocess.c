@@ -23,8 +23,13 @@ int REF(l2norm)(const double *x, int64_t rows, int64_t dim, double eps,
         for (int64_t i = 0; i < dim; i++)
             sum_sq += (real)xr[i] * xr[i];
         real denom = convention == LACS_L2NORM_SQRT_EPS ? sqrt(sum_sq + eps) : fmax(sqrt(sum_sq), (real)eps);
+        /* A NaN in the row makes the whole row NaN (SPEC.md 3): fmax would
+         * otherwise drop the NaN norm in favour of eps, and denom > 0 would
+         * turn it into the 0 of the zero row. */
+        if (isnan(sum_sq))
+            denom = sum_sq;
         for (int64_t i = 0; i < dim; i++) /* 0 / 0 only when x = 0 and eps = 0: give 0 */
-            y[r * dim + i] = denom > 0 ? xr[i] / denom : 0;
+            y[r * dim + i] = isnan(denom) ? denom : denom > 0 ? xr[i] / denom : 0;
     }
     return LACS_OK;
 }
@@ -78,8 +83,11 @@ int REF(l2norm_vjp)(const double *x, const double *dy, int64_t rows, int64_t dim
                 denom = eps;
             }
         }
+        /* A NaN in x or dy makes the whole row NaN (SPEC.md 4.18), as in the forward pass. */
+        if (isnan(sum_sq) || isnan(x_dot_dy))
+            denom = along = NAN;
         for (int64_t i = 0; i < dim; i++)
-            dxr[i] = denom > 0 ? (dyr[i] - xr[i] * along) / denom : 0;
+            dxr[i] = isnan(denom) ? denom : denom > 0 ? (dyr[i] - xr[i] * along) / denom : 0;
     }
     return LACS_OK;
 }

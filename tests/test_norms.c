@@ -1091,6 +1091,27 @@ Test(norm_ieee, l2norm_vjp)
               "eps = 0: the conventions agree");
 }
 
+/* SPEC.md 3: a NaN in a row makes the whole row NaN in both conventions, for
+ * any eps (spec 1.1 gave zeros, or x / eps with max_eps: fmax drops the NaN). */
+Test(norm_ieee, l2norm_nan_row)
+{
+    const double x[3] = {1, NAN, 2}, dy[3] = {1, 1, 1}, finite[3] = {1, 2, 2}, dy_nan[3] = {1, NAN, 0};
+    double y[3], dx[3];
+    for (int conv = 0; conv < 2; conv++)
+        for (int e = 0; e < 2; e++) {
+            double eps = e ? 1e-3 : 0;
+            cr_assert_eq(lacs_ref_l2norm(x, 1, 3, eps, (lacs_l2norm_convention)conv, y), LACS_OK);
+            cr_assert_eq(lacs_ref_l2norm_vjp(x, dy, 1, 3, eps, (lacs_l2norm_convention)conv, dx), LACS_OK);
+            for (int i = 0; i < 3; i++)
+                cr_expect(isnan(y[i]) && isnan(dx[i]), "convention %d, eps %g: y[%d] = %g, dx = %g", conv, eps,
+                          i, y[i], dx[i]);
+            cr_assert_eq(lacs_ref_l2norm_vjp(finite, dy_nan, 1, 3, eps, (lacs_l2norm_convention)conv, dx),
+                         LACS_OK);
+            for (int i = 0; i < 3; i++)
+                cr_expect(isnan(dx[i]), "NaN in dy: dx[%d] = %g", i, dx[i]);
+        }
+}
+
 /* In the double build y may alias x, and dx may alias x or dy; the VJP sums
  * overwrite their outputs. */
 Test(norm_ieee, aliasing_and_overwritten_sums)

@@ -1,5 +1,5 @@
-/* lacs: Linear-Attention Conformance Suite, lacs spec 1.1 (SPEC.md).
- * The whole public interface; link with -llacs -lm. */
+/* lacs: Linear-Attention Conformance Suite, lacs spec 1.2 (SPEC.md).
+ * The whole public interface; link with -llacs -lcjson -lm. */
 #ifndef LACS_LACS_H
 #define LACS_LACS_H
 
@@ -9,5 +9,9 @@
 #include "lacs/compare.h"
 #include "lacs/forms.h"
 #include "lacs/prng.h"
+#include "lacs/plugin.h"
+#include "lacs/safetensors.h"
+#include "lacs/ops.h"
+#include "lacs/catalog.h"
 
 #endif
