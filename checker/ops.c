@@ -682,6 +682,10 @@ int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
     if (rc != LACS_OK)
         goto done;
 
+    /* Every output asked for is checked before any is written: the shape the
+     * inputs give, dimension by dimension (not only the element count: a
+     * transposed state has the same count), and F64 or F32. */
+    lacs_tensor *matched[LACS_OPS_MAX_OUTPUTS] = {0};
     for (int s = 0; s < n_shapes; s++) {
         lacs_tensor *out = NULL;
         for (int j = 0; j < n_outputs; j++)
@@ -690,19 +694,31 @@ int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
         if (!out)
             continue;
         const int64_t count = shape_count(&shapes[s]);
-        if (out->ndim != shapes[s].ndim || element_count(out) != count ||
-            (out->dtype != LACS_F64 && out->dtype != LACS_F32) || (!out->data && count > 0)) {
+        int same_shape = out->ndim == shapes[s].ndim && (out->ndim == 0 || out->shape);
+        for (int d = 0; same_shape && d < out->ndim; d++)
+            same_shape = out->shape[d] == shapes[s].shape[d];
+        if (!same_shape || (out->dtype != LACS_F64 && out->dtype != LACS_F32) || (!out->data && count > 0)) {
             rc = lacs_internal_error(LACS_ERR_SHAPE, op,
                                      "output '%s' must be F64 or F32 with the shape the inputs give",
                                      shapes[s].name);
             goto done;
         }
+        matched[s] = out;
+    }
+    for (int s = 0; s < n_shapes; s++) {
+        lacs_tensor *out = matched[s];
+        if (!out)
+            continue;
+        const int64_t count = shape_count(&shapes[s]);
         for (int64_t i = 0; i < count; i++) {
-            double x = long_double ? (double)((long double *)buffers[s])[i] : ((double *)buffers[s])[i];
-            if (out->dtype == LACS_F64)
+            /* Rounded once, from the precision computed in: long double to
+             * float directly, not through double (which could round twice). */
+            if (out->dtype == LACS_F64) {
+                double x = long_double ? (double)((long double *)buffers[s])[i] : ((double *)buffers[s])[i];
                 memcpy((unsigned char *)out->data + 8 * i, &x, 8);
-            else {
-                float f = (float)x;
+            } else {
+                float f =
+                    long_double ? (float)((long double *)buffers[s])[i] : (float)((double *)buffers[s])[i];
                 memcpy((unsigned char *)out->data + 4 * i, &f, 4);
             }
         }

@@ -1236,6 +1236,9 @@ int lacs_safetensors_write(const char *path, const lacs_tensor *tensors, int n_t
         goto done;
     }
 
+    /* Checked before writing, not atomically with the rename: a file created
+     * in between would be replaced. Enough against re-running a generator by
+     * mistake, which is what the refusal is for. */
     struct stat existing;
     if (!overwrite && stat(path, &existing) == 0) {
         rc = lacs_internal_error(LACS_ERR_IO, path, "exists; pass overwrite to replace it");

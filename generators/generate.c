@@ -148,7 +148,8 @@ static double ulp_distance(double a, double b)
         ia = INT64_MIN - ia;
     if (ib < 0)
         ib = INT64_MIN - ib;
-    return fabs((double)ia - (double)ib);
+    /* in integers: as doubles, patterns above 2^53 would lose their low bits */
+    return (double)(ia > ib ? (uint64_t)ia - (uint64_t)ib : (uint64_t)ib - (uint64_t)ia);
 }
 
 /* The metadata without the certified error (it may differ in its last digits

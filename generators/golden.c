@@ -262,6 +262,24 @@ static void round_to_tier(double *x, int64_t count, lacs_dtype dtype, void *data
     }
 }
 
+/* all_bf16 (SPEC.md 10.3: element i is the bfloat16 with bits i): the bit
+ * patterns themselves, stored without the round trip through double and
+ * binary32 of round_to_tier, which quiets the 126 signalling NaNs
+ * (0x7f81..0x7fbf, 0xff81..0xffbf) into quiet ones already present. In the
+ * fp32 tier each pattern is widened to binary32 by 16 zero bits. */
+static void store_all_bf16(int64_t count, lacs_dtype dtype, void *data)
+{
+    for (int64_t i = 0; i < count; i++) {
+        if (dtype == LACS_BF16) {
+            uint16_t h = (uint16_t)i;
+            memcpy((unsigned char *)data + 2 * i, &h, 2);
+        } else {
+            uint32_t wide = (uint32_t)i << 16;
+            memcpy((unsigned char *)data + 4 * i, &wide, 4);
+        }
+    }
+}
+
 /* ---- the golden ---- */
 
 static int64_t count_of(const lacs_tensor *t)
@@ -452,9 +470,12 @@ static int compute(lacs_golden *g, const lacs_case *c, const lacs_tensor *inputs
         char name[48];
         snprintf(name, sizeof name, "expected.%s%s", shapes[s].name, suffix);
         lacs_tensor *t = add_tensor(g, name, LACS_F64, shapes[s].ndim, shapes[s].shape);
-        if (!t)
+        if (!t) {
+            for (int done = 0; done < s; done++)
+                free(outs_ld[done].data);
             return lacs_internal_error(LACS_ERR_MEMORY, c->op, "case '%s': no room for output '%s'",
                                        c->name, name);
+        }
         outs[s] = *t;
         outs[s].name = shapes[s].name;
         outs_ld[s] = outs[s];
@@ -538,7 +559,10 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
         for (int i = 0; i < 7; i++)
             cJSON_AddNumberToObject(d, names[i], (double)values[i]);
     }
-    cJSON_AddNumberToObject(root, "seed", (double)g->seed);
+    /* an integer literal: cJSON would print a 53-bit number in exponent form */
+    char seed_text[32];
+    snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)g->seed);
+    cJSON_AddRawToObject(root, "seed", seed_text);
     cJSON *inputs = cJSON_AddArrayToObject(root, "inputs"), *outputs = cJSON_AddArrayToObject(root, "outputs");
     for (int i = 0; i < g->n_tensors; i++)
         cJSON_AddItemToArray(i < g->n_inputs ? inputs : outputs,
@@ -609,7 +633,9 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
             } else {
                 double *values = malloc((size_t)count_of(t) * sizeof(double) + 1);
                 rc = values ? draw(c, &r, g->seed, values, ndim, shape) : LACS_ERR_MEMORY;
-                if (rc == LACS_OK)
+                if (rc == LACS_OK && strcmp(r.name, "all_bf16") == 0)
+                    store_all_bf16(count_of(t), dtype, t->data);
+                else if (rc == LACS_OK)
                     round_to_tier(values, count_of(t), dtype, t->data);
                 free(values);
             }

@@ -5,7 +5,7 @@
 
 #include "internal.h"
 
-static _Thread_local char last_error[512] = "no error";
+static _Thread_local char last_error[2048] = "no error";
 
 const char *lacs_last_error(void) { return last_error; }
 

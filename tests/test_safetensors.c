@@ -7,8 +7,10 @@
  *                 and the order of the checks where a file has two faults;
  *   st_valid      what the reader must accept (JSON whitespace, escapes,
  *                 -0, zero-byte tensors anywhere, unaligned data);
+ *   st_read       files that cannot be read (missing, a directory);
  *   st_corpus     every file of tests/data/malformed gets the kind its name
- *                 starts with, every file of tests/data/valid reads.
+ *                 starts with, every kind has a file, every file of
+ *                 tests/data/valid reads; a missing or empty directory fails.
  * Tests run from the repository root (make test-c). */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -254,7 +256,7 @@ Test(st_kinds, header_json)
           {"{\"a\":{\"shape\":[0x10]}}", 0}, {"{\"a\":{\"x\":tru}}", 0}, {"{\"a\":{\"x\":True}}", 0},
           {"{\"a\\x\":{}}", 0}, {"{\"a\\u12\":{}}", 0}, {"{\"a\\u0000b\":{}}", 0},
           {"{\"\\ud800\":{}}", 0}, {"{\"\\udc00\":{}}", 0}, {"{\"\\ud800\\u0041\":{}}", 0},
-          {"{\"\\ud800x\":{}}", 0}, {"{\"a\nb\":{}}", 0}, {"{\"a\tb\":{}}", 0},
+          {"{\"\\ud800x\":{}}", 0}, {"{\"a\nb\":{}}", 0}, {"{\"a\tb\":{}}", 0}, {"{\"a\x1f\":{}}", 0},
           {"\xEF\xBB\xBF{}", 0}, {"\v{}", 0}, {"{}\f", 0}, {"{\"a\":{}", 0}, {"{\"unterminated", 0});
     /* a raw NUL, in the padding and in a name */
     memory_file m = make_file_declaring(4, "{}\0 ", 4, 0);
@@ -543,6 +545,22 @@ Test(st_valid, values_unaligned_and_lookup)
     cr_expect_str_eq(f.path, "label");
     lacs_safetensors_free(&f);
     lacs_safetensors_free(&f); /* free leaves it empty: a second free is harmless */
+}
+
+Test(st_valid, parse_copies_the_bytes)
+{
+    memory_file m = make_file("{" A_F32x2 "}", 0);
+    const float values[2] = {1.5f, -2.0f};
+    memcpy(m.bytes + m.size, values, sizeof values);
+    m.size += sizeof values;
+    lacs_safetensors_file f;
+    parse_ok(&m, &f, "copy");
+    memset(m.bytes, 0, sizeof m.bytes); /* the caller's bytes may go away */
+    double out[2];
+    lacs_safetensors_to_double(lacs_safetensors_find(&f, "a"), out);
+    cr_expect(out[0] == 1.5 && out[1] == -2.0, "got %g %g", out[0], out[1]);
+    cr_expect(f.buffer != m.bytes);
+    lacs_safetensors_free(&f);
 }
 
 Test(st_valid, dtype_names_and_sizes)

@@ -47,7 +47,8 @@ typedef struct {
 } lacs_flag_info;
 const lacs_flag_info *lacs_flags(size_t *count);
 
-/* One tier of one case, built: its inputs drawn and rounded to the tier, its
+/* One tier of one case, built (its tensors' names and shapes point into the
+ * struct itself: do not copy it by value): its inputs drawn and rounded to the tier, its
  * goldens computed in double and certified in long double. */
 typedef struct {
     char id[160];

@@ -5,7 +5,9 @@
  * lacs_last_error() = "<path>: <kind>: <detail>", <kind> one of SPEC.md 10.2's
  * (truncated, header-length, header-utf8, header-json, duplicate-name, dtype,
  * shape, offsets, byte-count, overlap, gap, metadata). The Python reader
- * (python/lacs/safetensors.py) gives the same kinds for the same files.
+ * (python/lacs/safetensors.py) gives the same kinds for the same files; the
+ * order of the checks, which decides the kind of a file with several faults,
+ * is at the top of checker/safetensors.c. Little-endian hosts only.
  */
 #ifndef LACS_SAFETENSORS_H
 #define LACS_SAFETENSORS_H
@@ -14,6 +16,7 @@
 #include <stdint.h>
 
 #include "lacs/plugin.h"
+#include "lacs/types.h" /* the LACS_ERR_* codes returned here, lacs_last_error() */
 
 #define LACS_SAFETENSORS_MAX_DIMS 8
 #define LACS_SAFETENSORS_MAX_HEADER (100u * 1000u * 1000u)
@@ -39,12 +42,14 @@ typedef struct {
     int n_metadata;
 } lacs_safetensors_file;
 
-/* Element size of a dtype in bytes (0 if unknown); its name ("F32", ...). */
+/* Element size of a dtype in bytes (0 if unknown); its name ("F32", ...;
+ * "unknown" if unknown). */
 size_t lacs_dtype_size(lacs_dtype dtype);
 const char *lacs_dtype_name(lacs_dtype dtype);
 
-/* Reads and validates `path`. LACS_ERR_IO if it cannot be read, LACS_ERR_FORMAT
- * if malformed, LACS_ERR_MEMORY; on error *f is left empty (safe to free). */
+/* Reads and validates `path`. LACS_ERR_IO if it cannot be read (a directory
+ * included), LACS_ERR_FORMAT if malformed, LACS_ERR_MEMORY; on error *f is
+ * left empty (safe to free). lacs_safetensors_free(f) releases a success. */
 int lacs_safetensors_read(const char *path, lacs_safetensors_file *f);
 /* The same on bytes in memory (copied); `label` stands for the path in messages. */
 int lacs_safetensors_parse(const uint8_t *bytes, size_t size, const char *label,
@@ -55,15 +60,18 @@ void lacs_safetensors_free(lacs_safetensors_file *f);
 const lacs_safetensors_tensor *lacs_safetensors_find(const lacs_safetensors_file *f, const char *name);
 /* The metadata value of `key`, or NULL. */
 const char *lacs_safetensors_metadata(const lacs_safetensors_file *f, const char *key);
-/* Converts every element of t to double (F32, BF16, F64 exactly; I64 as by a C cast). */
+/* Converts every element of t (t->count of them) to double (F32, BF16, F64
+ * exactly; I64 as by a C cast, rounding beyond 2^53). */
 void lacs_safetensors_to_double(const lacs_safetensors_tensor *t, double *out);
 
 /* Writes tensors (any order given; written as SPEC.md 10.1 orders them) and
  * one metadata entry key -> value (both may be NULL for none) to `path`.
  * Refuses to replace an existing file unless `overwrite` (LACS_ERR_IO, naming
  * it); writes to `path`.tmp and renames, so a failed write leaves no partial
- * file. Duplicate or empty names, unknown dtypes, ndim outside 0..8 and
- * negative dimensions are LACS_ERR_FORMAT. */
+ * file. Duplicate or empty names, the name "__metadata__", names or metadata
+ * that are not UTF-8, unknown dtypes, ndim outside 0..8, dimensions outside
+ * [0, 2^53), 2^53 bytes or more, and NULL shape or data where there are
+ * dimensions or bytes are LACS_ERR_FORMAT naming the tensor. */
 int lacs_safetensors_write(const char *path, const lacs_tensor *tensors, int n_tensors,
                            const char *metadata_key, const char *metadata_value, int overwrite);
 

@@ -77,7 +77,13 @@ DEFAULT_CHUNK = 64
 
 
 def _f64(a):
-    return None if a is None else np.asarray(a, dtype=np.float64)
+    # The bf16 sweeps hold signalling NaNs; widening one raises IEEE's
+    # "invalid" flag, which NumPy would print as a warning. The value is a NaN
+    # either way.
+    if a is None:
+        return None
+    with np.errstate(invalid="ignore"):
+        return np.asarray(a, dtype=np.float64)
 
 
 def _sequences(B, T, cu_seqlens):
@@ -115,6 +121,16 @@ def _lower_solve(L, R):
 # ----------------------------------------------------------------------------
 
 
+
+def chunk_bounds(L, chunk, split):
+    """The chunk edges 0, chunk, 2 chunk, ..., L, plus the state-carry split
+    (clamped to [0, L]) if given; returns (sorted edges, split)."""
+    bounds = set(range(0, L, chunk)) | {L}
+    if split is not None:
+        split = min(max(int(split), 0), L)
+        bounds.add(split)
+    return sorted(bounds), split
+
 def _delta_head(q, k, v, beta, glog, h0, scale, chunk=DEFAULT_CHUNK, split=None,
                 undecayed_read=False):
     """One (sequence, value head) of the (gated) delta rule by SPEC's H9 form,
@@ -132,11 +148,7 @@ def _delta_head(q, k, v, beta, glog, h0, scale, chunk=DEFAULT_CHUNK, split=None,
     L, K = k.shape
     h = np.array(h0, dtype=np.float64, copy=True)
     o = np.zeros((L, v.shape[1]))
-    bounds = set(range(0, L, chunk)) | {L}
-    if split is not None:
-        split = min(max(int(split), 0), L)
-        bounds.add(split)
-    bounds = sorted(bounds)
+    bounds, split = chunk_bounds(L, chunk, split)
     h_split = h.copy() if split == 0 else None
     per_channel = glog is not None and glog.ndim == 2
     for s, e in zip(bounds[:-1], bounds[1:]):
@@ -671,11 +683,7 @@ def _mesa_head(q, k, v, beta, glog, lam, h0, h0kk, chunk=DEFAULT_CHUNK, split=No
     L, K = k.shape
     h, Hk = np.array(h0, dtype=np.float64), np.array(h0kk, dtype=np.float64)
     o = np.zeros((L, v.shape[1]))
-    bounds = set(range(0, L, chunk)) | {L}
-    if split is not None:
-        split = min(max(int(split), 0), L)
-        bounds.add(split)
-    bounds = sorted(bounds)
+    bounds, split = chunk_bounds(L, chunk, split)
     snap = (h.copy(), Hk.copy()) if split == 0 else None
     for s, e in zip(bounds[:-1], bounds[1:]):
         n = e - s
