@@ -119,7 +119,7 @@ test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
 
 # The Python reader and its agreement with the C one (interpreter: Debian's, for NumPy).
-test-python: $(BUILD)/lacs-dump | deps
+test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so | deps
 	PYTHONPATH=python LACS_BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/python -t . $(if $(V),-v,)
 
 # libFuzzer (clang) on the C reader, seeded with the test corpus, for FUZZ_SECONDS.

@@ -19,13 +19,15 @@ def flags_from_code():
 
 
 def flags_from_spec():
-    text = open(os.path.join(ROOT, "SPEC.md"), encoding="utf-8").read()
+    with open(os.path.join(ROOT, "SPEC.md"), encoding="utf-8") as f:
+        text = f.read()
     section = text[text.index("### 10.5"):text.index("### 10.6")]
     return re.findall(r"^\| `([A-Za-z0-9]+)` \|", section, flags=re.M)
 
 
 def flags_from_schema():
-    schema = json.load(open(os.path.join(ROOT, "vectors", "schema", "metadata.schema.json")))
+    with open(os.path.join(ROOT, "vectors", "schema", "metadata.schema.json"), encoding="utf-8") as f:
+        schema = json.load(f)
     found = []
 
     def walk(node):
