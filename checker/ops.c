@@ -15,6 +15,7 @@
 #include "lacs/ops.h"
 #include "lacs/reference.h"
 #include "lacs/reference_ld.h"
+#include "lacs/safetensors.h"
 
 /* ---- the table ---- */
 
@@ -76,42 +77,45 @@ const lacs_op_info *lacs_op_find(const char *name)
     return NULL;
 }
 
-/* Is `word` one of the space-separated words of `list`? */
-static int in_list(const char *list, const char *word)
+size_t lacs_next_word(const char **cursor, const char **word)
 {
-    size_t n = strlen(word);
-    for (const char *p = list; *p;) {
-        while (*p == ' ')
-            p++;
-        const char *end = p;
-        while (*end && *end != ' ')
-            end++;
-        if ((size_t)(end - p) == n && n > 0 && strncmp(p, word, n) == 0)
+    const char *p = *cursor;
+    while (*p == ' ')
+        p++;
+    const size_t len = strcspn(p, " ");
+    *word = p;
+    *cursor = p + len;
+    return len;
+}
+
+int lacs_word_in_list(const char *list, const char *word)
+{
+    const size_t n = strlen(word);
+    const char *cursor = list ? list : "", *w;
+    for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0;)
+        if (len == n && strncmp(w, word, n) == 0)
             return 1;
-        p = end;
-    }
     return 0;
 }
 
 /* Index of `word` among the words of `list`, or -1. */
 static int list_index(const char *list, const char *word)
 {
+    const size_t n = strlen(word);
+    const char *cursor = list, *w;
     int index = 0;
-    size_t n = strlen(word);
-    for (const char *p = list; *p;) {
-        while (*p == ' ')
-            p++;
-        if (!*p)
-            break;
-        const char *end = p;
-        while (*end && *end != ' ')
-            end++;
-        if ((size_t)(end - p) == n && strncmp(p, word, n) == 0)
+    for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0; index++)
+        if (len == n && strncmp(w, word, n) == 0)
             return index;
-        index++;
-        p = end;
-    }
     return -1;
+}
+
+int64_t lacs_tensor_count(const lacs_tensor *t)
+{
+    int64_t count = 1;
+    for (int i = 0; i < t->ndim; i++)
+        count *= t->shape[i];
+    return count;
 }
 
 /* ---- one call, in double or long double ---- */
@@ -298,14 +302,6 @@ static const lacs_tensor *find_input(const lacs_tensor *inputs, int n, const cha
     return NULL;
 }
 
-static int64_t element_count(const lacs_tensor *t)
-{
-    int64_t count = 1;
-    for (int i = 0; i < t->ndim; i++)
-        count *= t->shape[i];
-    return count;
-}
-
 /* Is t's shape exactly (d0, ..., d_{ndim-1})? */
 static int shape_is(const lacs_tensor *t, int ndim, const int64_t *dims)
 {
@@ -414,7 +410,7 @@ static int check_names(const lacs_op_info *info, const lacs_tensor *inputs, int 
 {
     for (int i = 0; i < n; i++) {
         const lacs_tensor *t = &inputs[i];
-        if (!t->name || !(in_list(info->required, t->name) || in_list(info->optional, t->name)))
+        if (!t->name || !(lacs_word_in_list(info->required, t->name) || lacs_word_in_list(info->optional, t->name)))
             return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' is not one this op reads",
                                        t->name ? t->name : "(null)");
         if (find_input(inputs, i, t->name))
@@ -431,21 +427,15 @@ static int check_names(const lacs_op_info *info, const lacs_tensor *inputs, int 
         if (want_int ? t->dtype != LACS_I64 : !is_float)
             return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' must be %s", t->name,
                                        want_int ? "I64" : "F32, BF16 or F64");
-        if (!t->data && element_count(t) > 0)
+        if (!t->data && lacs_tensor_count(t) > 0)
             return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' has no data", t->name);
     }
-    for (const char *p = info->required; *p;) {
+    const char *cursor = info->required, *w;
+    for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0;) {
         char word[32];
-        size_t len = strcspn(p, " ");
-        if (len > 0 && len < sizeof word) {
-            memcpy(word, p, len);
-            word[len] = 0;
-            if (!find_input(inputs, n, word))
-                return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' is required", word);
-        }
-        p += len;
-        while (*p == ' ')
-            p++;
+        snprintf(word, sizeof word, "%.*s", (int)len, w);
+        if (!find_input(inputs, n, word))
+            return lacs_internal_error(LACS_ERR_INPUT, info->name, "input '%s' is required", word);
     }
     return LACS_OK;
 }
@@ -478,14 +468,14 @@ int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int 
         if ((rc = norm_dims(info, inputs, n_inputs, &rows, &dim)) != LACS_OK)
             return rc;
         int has_weight = find_input(inputs, n_inputs, "weight") != NULL;
-        for (const char *p = info->outputs; *p;) {
-            size_t len = strcspn(p, " ");
-            static const char *const names[] = {"y", "dx", "dweight", "dbias", "dalpha", "dC", "dcap"};
+        /* in the order of info->outputs: y and dx are like x; dweight and
+         * dbias [dim], only with a weight; the scalar gradients [1] */
+        static const char *const names[] = {"y", "dx", "dweight", "dbias", "dalpha", "dC", "dcap"};
+        const char *cursor = info->outputs, *w;
+        for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0;)
             for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-                if (strlen(names[i]) != len || strncmp(p, names[i], len) != 0)
+                if (strlen(names[i]) != len || strncmp(w, names[i], len) != 0)
                     continue;
-                /* y and dx are like x; dweight and dbias [dim], only with a
-                 * weight; the scalar gradients [1]. */
                 lacs_output_shape *o = &outputs[*n_outputs];
                 if (i <= 1) {
                     set_shape(o, names[i], 2, rows, dim, 0, 0);
@@ -498,10 +488,6 @@ int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int 
                     (*n_outputs)++;
                 }
             }
-            p += len;
-            while (*p == ' ')
-                p++;
-        }
         return LACS_OK;
     }
     lacs_dims d;
@@ -518,33 +504,14 @@ int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int 
 
 /* ---- running ---- */
 
-static double bf16_to_double(uint16_t bits)
-{
-    uint32_t wide = (uint32_t)bits << 16;
-    float f;
-    memcpy(&f, &wide, sizeof f);
-    return f;
-}
-
-/* A float tensor's values as double (exact for F32, BF16, F64). */
+/* A float tensor's values as double (exact for F32, BF16, F64), through the
+ * vector reader's one conversion. */
 static double *to_double(const lacs_tensor *t)
 {
-    const int64_t count = element_count(t);
+    const int64_t count = lacs_tensor_count(t);
     double *out = malloc((size_t)(count + 1) * sizeof(double));
-    for (int64_t i = 0; out && i < count; i++) {
-        const unsigned char *bytes = t->data;
-        if (t->dtype == LACS_F64) {
-            memcpy(&out[i], bytes + 8 * i, 8);
-        } else if (t->dtype == LACS_F32) {
-            float f;
-            memcpy(&f, bytes + 4 * i, 4);
-            out[i] = f;
-        } else {
-            uint16_t bits;
-            memcpy(&bits, bytes + 2 * i, 2);
-            out[i] = bf16_to_double(bits);
-        }
-    }
+    if (out)
+        lacs_values_to_double(t->dtype, t->data, count, out);
     return out;
 }
 
@@ -558,10 +525,34 @@ static int param_value(const lacs_param *params, int n, const char *name, double
     return 0;
 }
 
+int lacs_reference_param_default(const char *op, const lacs_tensor *inputs, int n_inputs, const char *name,
+                                 double *value)
+{
+    const lacs_op_info *info = lacs_op_find(op);
+    if (!info || !name || !lacs_word_in_list(info->params, name))
+        return 0;
+    if (strcmp(name, "scale") == 0) {
+        /* fla's default, K^-1/2, K from q [B, T, H, K] */
+        const lacs_tensor *q = find_input(inputs, n_inputs, "q");
+        if (!q || q->ndim != 4 || q->shape[3] < 1)
+            return 0;
+        *value = 1 / sqrt((double)q->shape[3]);
+    } else if (strcmp(name, "eps") == 0) {
+        *value = 0;
+    } else if (strcmp(name, "form") == 0) {
+        *value = LACS_DELTAFORMER_SOFTMAX;
+    } else if (strcmp(name, "convention") == 0) {
+        *value = LACS_L2NORM_SQRT_EPS;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static int check_params(const lacs_op_info *info, const lacs_param *params, int n)
 {
     for (int i = 0; i < n; i++) {
-        if (!params[i].name || !in_list(info->params, params[i].name))
+        if (!params[i].name || !lacs_word_in_list(info->params, params[i].name))
             return lacs_internal_error(LACS_ERR_PARAM, info->name, "parameter '%s' is not one this op reads",
                                        params[i].name ? params[i].name : "(null)");
         double unused;
@@ -631,26 +622,23 @@ int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
     void *slots[LACS_OPS_MAX_OUTPUTS] = {0};
     const size_t real_size = long_double ? sizeof(long double) : sizeof(double);
 
-    if (info->family == LACS_FAMILY_NORM) {
+    if (info->family == LACS_FAMILY_NORM)
         rc = norm_dims(info, inputs, n_inputs, &c.rows, &c.dim);
-    } else {
+    else
         rc = sequence_dims(info, inputs, n_inputs, &c.dims);
-        c.in.scale = 1 / sqrt((double)c.dims.K);
-    }
     if (rc != LACS_OK)
         return rc;
-    double value;
-    if (param_value(params, n_params, "scale", &value))
-        c.in.scale = value;
-    if (param_value(params, n_params, "eps", &value)) {
-        c.in.eps = value;
-        c.eps = value;
-    }
-    c.cap = param_value(params, n_params, "cap", &value) ? value : 0;
-    c.form = param_value(params, n_params, "form", &value) ? (lacs_deltaformer_form)value
-                                                           : LACS_DELTAFORMER_SOFTMAX;
-    c.convention = param_value(params, n_params, "convention", &value) ? (lacs_l2norm_convention)value
-                                                                     : LACS_L2NORM_SQRT_EPS;
+    /* each parameter as given, else its default, else 0 */
+    double value[5] = {0};
+    static const char *const names[5] = {"scale", "eps", "cap", "form", "convention"};
+    for (int i = 0; i < 5; i++)
+        if (!param_value(params, n_params, names[i], &value[i]))
+            lacs_reference_param_default(op, inputs, n_inputs, names[i], &value[i]);
+    c.in.scale = value[0];
+    c.in.eps = c.eps = value[1];
+    c.cap = value[2];
+    c.form = (lacs_deltaformer_form)value[3];
+    c.convention = (lacs_l2norm_convention)value[4];
 
     for (int i = 0; i < n_inputs && n_converted < 16; i++) {
         if (inputs[i].dtype == LACS_I64) {

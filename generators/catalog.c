@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "lacs/catalog.h"
+#include "lacs/ops.h"
 
 /* ---- flags, in the manner of Wycheproof: each names the bug it catches ---- */
 
@@ -375,15 +376,12 @@ static size_t n_expanded;
 static void drop_word(const char *words, const char *word, char *out, size_t size)
 {
     out[0] = 0;
-    for (const char *p = words; *p;) {
-        size_t len = strcspn(p, " ");
-        if (len > 0 && !(strlen(word) == len && strncmp(p, word, len) == 0)) {
-            size_t used = strlen(out);
-            snprintf(out + used, size - used, "%s%.*s", used ? " " : "", (int)len, p);
-        }
-        p += len;
-        while (*p == ' ')
-            p++;
+    const char *cursor = words, *w;
+    for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0;) {
+        if (strlen(word) == len && strncmp(w, word, len) == 0)
+            continue;
+        size_t used = strlen(out);
+        snprintf(out + used, size - used, "%s%.*s", used ? " " : "", (int)len, w);
     }
 }
 

@@ -124,9 +124,7 @@ static void inputs_hash(const lacs_golden *g, char hex[65])
     lacs_sha256_init(&s);
     for (int i = 0; i < g->n_inputs; i++) {
         const lacs_tensor *t = &g->tensors[order[i]];
-        int64_t count = 1;
-        for (int d = 0; d < t->ndim; d++)
-            count *= t->shape[d];
+        const int64_t count = lacs_tensor_count(t);
         lacs_sha256_update(&s, t->name, strlen(t->name) + 1);
         lacs_sha256_update(&s, t->data, (size_t)count * lacs_dtype_size(t->dtype));
     }
@@ -181,9 +179,7 @@ static int compare_with_file(const lacs_golden *g, const char *path, char *messa
     for (int i = 0; ok && i < g->n_tensors; i++) {
         const lacs_tensor *t = &g->tensors[i];
         const lacs_safetensors_tensor *ft = lacs_safetensors_find(&f, t->name);
-        int64_t count = 1;
-        for (int d = 0; d < t->ndim; d++)
-            count *= t->shape[d];
+        const int64_t count = lacs_tensor_count(t);
         if (!ft || ft->dtype != t->dtype || ft->ndim != t->ndim || ft->count != count) {
             snprintf(message, size, "%s: tensor '%s' is missing or differs in dtype or shape", path, t->name);
             ok = 0;
@@ -306,16 +302,11 @@ static char *manifest_json(const job *jobs, size_t n, const char *set)
         cJSON_AddStringToObject(e, "op", jobs[i].c->op);
         cJSON_AddStringToObject(e, "tier", jobs[i].tier == LACS_TIER_FP32 ? "fp32" : "bf16");
         cJSON *flags = cJSON_AddArrayToObject(e, "flags");
-        for (const char *p = jobs[i].c->flags; *p;) {
-            size_t len = strcspn(p, " ");
-            if (len > 0) {
-                char word[64];
-                snprintf(word, sizeof word, "%.*s", (int)len, p);
-                cJSON_AddItemToArray(flags, cJSON_CreateString(word));
-            }
-            p += len;
-            while (*p == ' ')
-                p++;
+        const char *cursor = jobs[i].c->flags, *w;
+        for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0;) {
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", (int)len, w);
+            cJSON_AddItemToArray(flags, cJSON_CreateString(word));
         }
         cJSON_AddStringToObject(e, "path", jobs[i].path);
         cJSON_AddItemToObject(e, "shapes", cJSON_Duplicate(jobs[i].shapes, 1));

@@ -244,20 +244,16 @@ static uint16_t bf16_from_float(float f)
     return (uint16_t)(bits >> 16);
 }
 
-/* Stores x in the tier's dtype and replaces x by the stored value. */
-static void round_to_tier(double *x, int64_t count, lacs_dtype dtype, void *data)
+/* Stores x in the tier's dtype: binary32 by the C cast, bfloat16 from that. */
+static void round_to_tier(const double *x, int64_t count, lacs_dtype dtype, void *data)
 {
     for (int64_t i = 0; i < count; i++) {
         float f = (float)x[i];
         if (dtype == LACS_F32) {
             memcpy((unsigned char *)data + 4 * i, &f, 4);
-            x[i] = f;
         } else {
             uint16_t h = bf16_from_float(f);
             memcpy((unsigned char *)data + 2 * i, &h, 2);
-            uint32_t wide = (uint32_t)h << 16;
-            memcpy(&f, &wide, 4);
-            x[i] = f;
         }
     }
 }
@@ -282,14 +278,6 @@ static void store_all_bf16(int64_t count, lacs_dtype dtype, void *data)
 
 /* ---- the golden ---- */
 
-static int64_t count_of(const lacs_tensor *t)
-{
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++)
-        n *= t->shape[i];
-    return n;
-}
-
 static lacs_tensor *add_tensor(lacs_golden *g, const char *name, lacs_dtype dtype, int ndim,
                                const int64_t *shape)
 {
@@ -304,7 +292,7 @@ static lacs_tensor *add_tensor(lacs_golden *g, const char *name, lacs_dtype dtyp
     t->dtype = dtype;
     t->ndim = ndim;
     t->shape = g->shapes[i];
-    int64_t count = count_of(t);
+    int64_t count = lacs_tensor_count(t);
     t->data = calloc((size_t)count + 1, lacs_dtype_size(dtype));
     if (!t->data)
         return NULL;
@@ -359,7 +347,7 @@ static int64_t parse_offsets(const char *text, int64_t *offsets, int64_t max)
 static double certify_output(const lacs_tensor *out, const lacs_tensor *ref, const lacs_case *c,
                              const int64_t *cu, int64_t n_seqs)
 {
-    const int64_t count = count_of(out);
+    const int64_t count = lacs_tensor_count(out);
     double *x = malloc((size_t)(count + 1) * sizeof(double));
     double *y = malloc((size_t)(count + 1) * sizeof(double));
     double err = INFINITY;
@@ -479,7 +467,7 @@ static int compute(lacs_golden *g, const lacs_case *c, const lacs_tensor *inputs
         outs[s] = *t;
         outs[s].name = shapes[s].name;
         outs_ld[s] = outs[s];
-        outs_ld[s].data = calloc((size_t)count_of(t) + 1, sizeof(double));
+        outs_ld[s].data = calloc((size_t)lacs_tensor_count(t) + 1, sizeof(double));
     }
     rc = lacs_reference_run(c->op, inputs, n_inputs, params, n_params, outs, n_shapes, 0);
     if (rc == LACS_OK)
@@ -509,24 +497,18 @@ static int add_words(cJSON *array, const char *text, const lacs_case *c, int kno
 {
     size_t n_flags;
     const lacs_flag_info *flags = lacs_flags(&n_flags);
-    for (const char *p = text ? text : ""; *p;) {
-        size_t len = strcspn(p, " ");
+    const char *cursor = text ? text : "", *w;
+    for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0;) {
         char word[64];
         if (len >= sizeof word)
-            return recipe_error(c, "word too long", p);
-        memcpy(word, p, len);
-        word[len] = 0;
-        if (len > 0) {
-            int found = !known;
-            for (size_t i = 0; i < n_flags && !found; i++)
-                found = strcmp(flags[i].name, word) == 0;
-            if (!found)
-                return recipe_error(c, "unknown flag", word);
-            cJSON_AddItemToArray(array, cJSON_CreateString(word));
-        }
-        p += len;
-        while (*p == ' ')
-            p++;
+            return recipe_error(c, "word too long", w);
+        snprintf(word, sizeof word, "%.*s", (int)len, w);
+        int found = !known;
+        for (size_t i = 0; i < n_flags && !found; i++)
+            found = strcmp(flags[i].name, word) == 0;
+        if (!found)
+            return recipe_error(c, "unknown flag", word);
+        cJSON_AddItemToArray(array, cJSON_CreateString(word));
     }
     return LACS_OK;
 }
@@ -613,10 +595,10 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
         n_seqs = n_offsets - 1;
     }
     int rc = LACS_OK;
-    for (const char *p = c->inputs; *p && rc == LACS_OK;) {
-        size_t len = strcspn(p, " ");
+    const char *cursor = c->inputs, *word;
+    for (size_t len; rc == LACS_OK && (len = lacs_next_word(&cursor, &word)) > 0;) {
         recipe r;
-        if (len > 0 && (rc = parse_recipe(c, p, len, &r)) == LACS_OK) {
+        if ((rc = parse_recipe(c, word, len, &r)) == LACS_OK) {
             int64_t shape[4];
             int ndim = input_shape(c, r.tensor, n_seqs, shape);
             lacs_tensor *t = ndim < 0 ? NULL : add_tensor(g, r.tensor, dtype, ndim, shape);
@@ -626,23 +608,20 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
                 rc = lacs_internal_error(LACS_ERR_MEMORY, c->op, "case '%s': out of memory", c->name);
             else if (strcmp(r.name, "copy") == 0) {
                 const lacs_tensor *source = lacs_golden_find(g, r.source);
-                if (!source || count_of(source) != count_of(t))
+                if (!source || lacs_tensor_count(source) != lacs_tensor_count(t))
                     rc = recipe_error(c, "copy needs an earlier input of the same size", r.source);
                 else
-                    memcpy(t->data, source->data, (size_t)count_of(t) * lacs_dtype_size(dtype));
+                    memcpy(t->data, source->data, (size_t)lacs_tensor_count(t) * lacs_dtype_size(dtype));
             } else {
-                double *values = malloc((size_t)count_of(t) * sizeof(double) + 1);
+                double *values = malloc((size_t)lacs_tensor_count(t) * sizeof(double) + 1);
                 rc = values ? draw(c, &r, g->seed, values, ndim, shape) : LACS_ERR_MEMORY;
                 if (rc == LACS_OK && strcmp(r.name, "all_bf16") == 0)
-                    store_all_bf16(count_of(t), dtype, t->data);
+                    store_all_bf16(lacs_tensor_count(t), dtype, t->data);
                 else if (rc == LACS_OK)
-                    round_to_tier(values, count_of(t), dtype, t->data);
+                    round_to_tier(values, lacs_tensor_count(t), dtype, t->data);
                 free(values);
             }
         }
-        p += len;
-        while (*p == ' ')
-            p++;
     }
     if (rc == LACS_OK && c->cu_seqlens) {
         lacs_tensor *t = add_tensor(g, "cu_seqlens", LACS_I64, 1, &n_offsets);
@@ -659,43 +638,29 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
     lacs_param params[8];
     int n_params = 0;
     char param_names[8][32];
-    for (const char *p = c->params ? c->params : ""; *p && n_params < 8;) {
-        size_t len = strcspn(p, " ");
-        const char *eq = memchr(p, '=', len);
-        if (len > 0) {
-            char *end;
-            if (!eq || (size_t)(eq - p) >= 32)
-                return fail(g, recipe_error(c, "parameter is not name=value", p));
-            memcpy(param_names[n_params], p, (size_t)(eq - p));
-            param_names[n_params][eq - p] = 0;
-            double value = strtod(eq + 1, &end);
-            if (end != p + len)
-                return fail(g, recipe_error(c, "bad parameter value", p));
-            params[n_params].name = param_names[n_params];
-            params[n_params].value = value;
-            n_params++;
-        }
-        p += len;
-        while (*p == ' ')
-            p++;
+    cursor = c->params ? c->params : "";
+    for (size_t len; n_params < 8 && (len = lacs_next_word(&cursor, &word)) > 0;) {
+        const char *eq = memchr(word, '=', len);
+        char *end;
+        if (!eq || (size_t)(eq - word) >= 32)
+            return fail(g, recipe_error(c, "parameter is not name=value", word));
+        snprintf(param_names[n_params], 32, "%.*s", (int)(eq - word), word);
+        double value = strtod(eq + 1, &end);
+        if (end != word + len)
+            return fail(g, recipe_error(c, "bad parameter value", word));
+        params[n_params].name = param_names[n_params];
+        params[n_params].value = value;
+        n_params++;
     }
-    struct {
-        const char *name;
-        double value;
-    } defaults[] = {{"scale", 1 / sqrt((double)(c->K > 0 ? c->K : 1))}, {"eps", 0}, {"form", 1},
-                    {"convention", 0}};
-    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
+    cursor = info->params;
+    for (size_t len; n_params < 8 && (len = lacs_next_word(&cursor, &word)) > 0;) {
         int given = 0;
         for (int j = 0; j < n_params; j++)
-            given |= strcmp(params[j].name, defaults[i].name) == 0;
-        const char *reads = info->params;
-        size_t n = strlen(defaults[i].name);
-        int read = 0;
-        for (const char *q = strstr(reads, defaults[i].name); q; q = strstr(q + 1, defaults[i].name))
-            read |= (q == reads || q[-1] == ' ') && (q[n] == 0 || q[n] == ' ');
-        if (!given && read && n_params < 8) {
-            params[n_params].name = defaults[i].name;
-            params[n_params].value = defaults[i].value;
+            given |= strlen(params[j].name) == len && strncmp(params[j].name, word, len) == 0;
+        snprintf(param_names[n_params], 32, "%.*s", (int)len, word);
+        if (!given && lacs_reference_param_default(c->op, g->tensors, g->n_inputs, param_names[n_params],
+                                                   &params[n_params].value)) {
+            params[n_params].name = param_names[n_params];
             n_params++;
         }
     }
@@ -729,7 +694,7 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
                     rc = LACS_ERR_MEMORY;
                     break;
                 }
-                memcpy(t->data, first.tensors[i].data, (size_t)count_of(t) * sizeof(double));
+                memcpy(t->data, first.tensors[i].data, (size_t)lacs_tensor_count(t) * sizeof(double));
                 g->certified[n_certified++] = first.certified[i];
                 if (!(first.certified[i] <= g->certified_max))
                     g->certified_max = first.certified[i];

@@ -33,19 +33,6 @@
 
 /* ---- words and recipes ---- */
 
-static int has_word(const char *list, const char *word)
-{
-    size_t n = strlen(word);
-    for (const char *p = list ? list : ""; *p;) {
-        while (*p == ' ')
-            p++;
-        size_t len = strcspn(p, " ");
-        if (len == n && n > 0 && strncmp(p, word, n) == 0)
-            return 1;
-        p += len;
-    }
-    return 0;
-}
 
 /* The recipe of input `name` in c->inputs ("unit(1.5)" for "k:unit(1.5)"),
  * copied into out; 0 if the case draws no such input. */
@@ -185,7 +172,7 @@ static int every_flag_used(const lacs_case *cases, size_t n)
     for (size_t f = 0; f < n_flags; f++) {
         int used = 0;
         for (size_t i = 0; i < n && !used; i++)
-            used = cases[i].set == LACS_SET_CORE && has_word(cases[i].flags, flags[f].name);
+            used = cases[i].set == LACS_SET_CORE && lacs_word_in_list(cases[i].flags, flags[f].name);
         if (!used) {
             snprintf(problem, sizeof problem, "flag '%s' is used by no core case", flags[f].name);
             return 0;
@@ -267,7 +254,7 @@ Test(catalog, flags_are_known_and_every_flag_is_used)
     /* the only ALiBi rows lose their flag: ALiBi is used by no core case */
     memcpy(copy, cases, n * sizeof *copy);
     for (size_t i = 0; i < n; i++)
-        if (has_word(copy[i].flags, "ALiBi"))
+        if (lacs_word_in_list(copy[i].flags, "ALiBi"))
             copy[i].flags = "Variant";
     cr_assert_not(every_flag_used(copy, n));
     cr_assert(strstr(problem, "ALiBi"), "%s", problem);
@@ -338,7 +325,7 @@ static int with_empty_and_single(const lacs_case *c, const void *arg)
 static int state_carry(const lacs_case *c, const void *arg)
 {
     (void)arg;
-    return has_word(c->flags, "StateCarry") && c->split > 0 && c->split < c->T && !c->cu_seqlens;
+    return lacs_word_in_list(c->flags, "StateCarry") && c->split > 0 && c->split < c->T && !c->cu_seqlens;
 }
 
 /* A flag, a check of the recipe behind it (or NULL), and a flag the case
@@ -352,9 +339,9 @@ typedef struct {
 static int flagged(const lacs_case *c, const void *arg)
 {
     const flag_req *r = arg;
-    if (!has_word(c->flags, r->flag))
+    if (!lacs_word_in_list(c->flags, r->flag))
         return 0;
-    if (r->not_flag && has_word(c->flags, r->not_flag))
+    if (r->not_flag && lacs_word_in_list(c->flags, r->not_flag))
         return 0;
     return !r->recipe || r->recipe(c);
 }
@@ -808,19 +795,12 @@ static float widen_bf16(uint16_t h)
     return f;
 }
 
-static int64_t count_of(const lacs_tensor *t)
-{
-    int64_t count = 1;
-    for (int d = 0; d < t->ndim; d++)
-        count *= t->shape[d];
-    return count;
-}
 
 /* How many of t's values, as binary32, have non-zero low 16 bits. */
 static int64_t low_bits_set(const lacs_tensor *t)
 {
     int64_t n = 0;
-    for (int64_t e = 0; e < count_of(t); e++) {
+    for (int64_t e = 0; e < lacs_tensor_count(t); e++) {
         uint32_t bits;
         if (t->dtype == LACS_BF16) {
             float f = widen_bf16(((const uint16_t *)t->data)[e]);
@@ -848,7 +828,7 @@ Test(rounding, tier_dtypes_and_goldens_of_the_stored_values)
         cr_assert_eq(low_bits_set(t), 0, "'%s' widened must have zero low bits", t->name);
         /* the wrong thing: the fp32 tier's values are not bf16 values */
         if (strcmp(t->name, "q") == 0 || strcmp(t->name, "v") == 0)
-            cr_assert_gt(low_bits_set(u), count_of(u) / 2, "fp32 '%s' should carry more than bf16's bits",
+            cr_assert_gt(low_bits_set(u), lacs_tensor_count(u) / 2, "fp32 '%s' should carry more than bf16's bits",
                          t->name);
     }
     for (int i = bf.n_inputs; i < bf.n_tensors; i++)
@@ -953,12 +933,12 @@ Test(rounding, seeds_and_streams_of_the_stored_inputs)
     const lacs_tensor *q = lacs_golden_find(&g, "q");
     lacs_rng right = lacs_rng_stream(g.seed, "q"), wrong = lacs_rng_stream(g.seed, "k");
     int64_t same_right = 0, same_wrong = 0;
-    for (int64_t e = 0; e < count_of(q); e++) {
+    for (int64_t e = 0; e < lacs_tensor_count(q); e++) {
         const float stored = ((const float *)q->data)[e];
         same_right += stored == (float)lacs_rng_normal12(&right);
         same_wrong += stored == (float)lacs_rng_normal12(&wrong);
     }
-    cr_assert_eq(same_right, count_of(q), "q is q's stream, rounded");
+    cr_assert_eq(same_right, lacs_tensor_count(q), "q is q's stream, rounded");
     cr_assert_lt(same_wrong, 2, "q is not k's stream");
     lacs_golden_free(&g);
 }
@@ -979,7 +959,7 @@ static double row_norm(const lacs_tensor *t, int64_t row, int64_t width)
 /* Every row of t (last dimension) has norm r to `bound` relative. */
 static int rows_have_norm(const lacs_tensor *t, double r, double bound)
 {
-    const int64_t width = t->shape[t->ndim - 1], rows = count_of(t) / width;
+    const int64_t width = t->shape[t->ndim - 1], rows = lacs_tensor_count(t) / width;
     for (int64_t row = 0; row < rows; row++)
         if (!(fabs(row_norm(t, row, width) / r - 1) <= bound))
             return 0;
@@ -1007,7 +987,7 @@ Test(recipes, unit_rows_have_norm_one_and_unit_r_norm_r)
  * number of distinct ones. 0 if some row's norm is not a power of two. */
 static int rows_are_powers_of_two(const lacs_tensor *t, double bound, int *lo, int *hi, int *distinct)
 {
-    const int64_t width = t->shape[t->ndim - 1], rows = count_of(t) / width;
+    const int64_t width = t->shape[t->ndim - 1], rows = lacs_tensor_count(t) / width;
     unsigned char seen[512] = {0};
     *lo = 1000;
     *hi = -1000;
@@ -1080,7 +1060,7 @@ Test(recipes, copy_gives_identical_bytes)
 static unsigned specials_in(const lacs_tensor *t)
 {
     unsigned found = 0;
-    for (int64_t e = 0; e < count_of(t); e++) {
+    for (int64_t e = 0; e < lacs_tensor_count(t); e++) {
         const float x =
             t->dtype == LACS_F32 ? ((const float *)t->data)[e] : widen_bf16(((const uint16_t *)t->data)[e]);
         if (x == 0 && !signbit(x))
@@ -1120,7 +1100,7 @@ Test(recipes, specials_hold_signed_zeros_infinities_nan_and_a_subnormal)
 /* Whether the 65536 values of t are the bf16 bit patterns, each once. */
 static int each_pattern_once(const lacs_tensor *t, char *why, size_t size)
 {
-    if (t->dtype != LACS_BF16 || count_of(t) != 65536) {
+    if (t->dtype != LACS_BF16 || lacs_tensor_count(t) != 65536) {
         snprintf(why, size, "not 65536 bf16 values");
         return 0;
     }
@@ -1302,7 +1282,7 @@ Test(state_carry, the_second_part_from_ht_split_continues_the_sequence)
     const lacs_case *cases = lacs_catalog(&n);
     int checked = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!has_word(cases[i].flags, "StateCarry") || cases[i].set != LACS_SET_CORE)
+        if (!lacs_word_in_list(cases[i].flags, "StateCarry") || cases[i].set != LACS_SET_CORE)
             continue;
         for (int tier = LACS_TIER_FP32; tier <= LACS_TIER_BF16; tier++) {
             lacs_golden g;

@@ -198,19 +198,6 @@ typedef struct {
     int varlen;
 } input_set;
 
-static int is_word(const char *list, const char *word)
-{
-    size_t n = strlen(word);
-    for (const char *p = list; *p;) {
-        while (*p == ' ')
-            p++;
-        size_t len = strcspn(p, " ");
-        if (len == n && n > 0 && strncmp(p, word, n) == 0)
-            return 1;
-        p += len;
-    }
-    return 0;
-}
 
 /* The shape of input `name` (SPEC.md 2.1), as golden.c's table. */
 static int shape_of(const input_set *s, const char *name, int64_t *shape)
@@ -369,7 +356,7 @@ static void make_inputs(input_set *s, const lacs_op_info *info, int optional, in
         if (len > 0 && len < sizeof word) {
             memcpy(word, p, len);
             word[len] = 0;
-            if (strcmp(word, "cu_seqlens") != 0 && !is_word(directs[di].skip_optional, word) &&
+            if (strcmp(word, "cu_seqlens") != 0 && !lacs_word_in_list(directs[di].skip_optional, word) &&
                 !find_tin(s, word))
                 add_input(s, word, salt);
         }
@@ -441,17 +428,17 @@ static call bind(const input_set *s, const lacs_param *params, int n_params)
 static int make_params(const lacs_op_info *info, int nondefault, lacs_param *params)
 {
     int n = 0;
-    if (is_word(info->params, "cap"))
+    if (lacs_word_in_list(info->params, "cap"))
         params[n++] = (lacs_param){"cap", 2.0};
     if (!nondefault)
         return n;
-    if (is_word(info->params, "scale"))
+    if (lacs_word_in_list(info->params, "scale"))
         params[n++] = (lacs_param){"scale", 0.375};
-    if (is_word(info->params, "eps"))
+    if (lacs_word_in_list(info->params, "eps"))
         params[n++] = (lacs_param){"eps", 1e-3};
-    if (is_word(info->params, "form"))
+    if (lacs_word_in_list(info->params, "form"))
         params[n++] = (lacs_param){"form", 2};
-    if (is_word(info->params, "convention"))
+    if (lacs_word_in_list(info->params, "convention"))
         params[n++] = (lacs_param){"convention", 1};
     return n;
 }

@@ -12,6 +12,7 @@
 #ifndef LACS_OPS_H
 #define LACS_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lacs/plugin.h"
@@ -47,6 +48,24 @@ typedef struct {
     int64_t shape[4];
 } lacs_output_shape;
 
+/* The words of a space-separated list (the fields above, the catalog's
+ * recipes and flags): returns the length of the next word, points *word at
+ * it and moves *cursor past it; 0 at the end of the list. Loop as
+ *   for (const char *cursor = list, *w; (len = lacs_next_word(&cursor, &w)) > 0;) */
+size_t lacs_next_word(const char **cursor, const char **word);
+/* Is `word` one of the words of `list` (NULL: none)? */
+int lacs_word_in_list(const char *list, const char *word);
+/* The product of t's shape (1 for ndim 0). */
+int64_t lacs_tensor_count(const lacs_tensor *t);
+
+/* The default of parameter `name` of `op` for these inputs: scale K^-1/2 (K
+ * from q), eps 0, form 1 (LACS_DELTAFORMER_SOFTMAX), convention 0
+ * (LACS_L2NORM_SQRT_EPS). Returns 1 with *value set if the op reads `name`
+ * and it has a default, else 0 (cap has none). The one place the defaults
+ * live: lacs_reference_run applies them, the generators record them. */
+int lacs_reference_param_default(const char *op, const lacs_tensor *inputs, int n_inputs, const char *name,
+                                 double *value);
+
 /* The outputs `op` gives for `inputs` (for the norms' VJPs, dweight and dbias
  * only when `weight` is given). Checks every name and shape: an unknown op or
  * input is LACS_ERR_INPUT, a shape that does not agree with the others
@@ -55,8 +74,8 @@ int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int 
                                  lacs_output_shape *outputs, int *n_outputs);
 
 /* Runs the reference of `op` on `inputs` (F32, BF16 or F64; cu_seqlens I64),
- * with `params` (a parameter the op does not read is LACS_ERR_PARAM; `scale`
- * defaults to K^-1/2, `eps` to 0, `form` to 1, `convention` to 0). Writes
+ * with `params` (a parameter the op does not read is LACS_ERR_PARAM; one not
+ * given takes lacs_reference_param_default's value). Writes
  * every output the shapes above give, matched by name in `outputs` (F64 or
  * F32, shape as given by lacs_reference_output_shapes). `long_double`: compute
  * in the long double build, rounded to the outputs' dtype at the end. */

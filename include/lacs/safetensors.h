@@ -60,8 +60,12 @@ void lacs_safetensors_free(lacs_safetensors_file *f);
 const lacs_safetensors_tensor *lacs_safetensors_find(const lacs_safetensors_file *f, const char *name);
 /* The metadata value of `key`, or NULL. */
 const char *lacs_safetensors_metadata(const lacs_safetensors_file *f, const char *key);
-/* Converts every element of t (t->count of them) to double (F32, BF16, F64
- * exactly; I64 as by a C cast, rounding beyond 2^53). */
+/* Converts `count` little-endian values of `dtype` at `data` (any alignment)
+ * to double: F32, BF16, F64 exactly; I64 as by a C cast, rounding beyond
+ * 2^53. The one conversion of stored values, used by the reader and by
+ * lacs_reference_run. */
+void lacs_values_to_double(lacs_dtype dtype, const void *data, int64_t count, double *out);
+/* Converts every element of t (t->count of them): lacs_values_to_double. */
 void lacs_safetensors_to_double(const lacs_safetensors_tensor *t, double *out);
 
 /* Writes tensors (any order given; written as SPEC.md 10.1 orders them) and
