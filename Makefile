@@ -1,7 +1,8 @@
 # lacs: Linear-Attention Conformance Suite.
 #
 #   make                 liblacs (static and shared) and the self-check, in build/
-#   make selfcheck       build and print the reference's self-check (the main job for now)
+#   make check           the main job: `lacs check` of IMPL (default builtin:reference) over the core vectors
+#   make selfcheck       build and print the reference's self-check
 #   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
 #                        the Python suites (readers, oracle, schemas), vectors-check and a bounded fuzz
 #   make test-sanitize   the C suites and vectors-check under AddressSanitizer + UBSan, in build-sanitize/
@@ -37,8 +38,8 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/gated_delta_rule.c reference/efla.c reference/softmax_attn.c \
            reference/preprocess.c reference/ttt.c reference/deltaformer.c reference/path_attn.c \
            reference/mesa_net.c reference/norms.c
-ONCE_SRC := reference/error.c reference/validate.c checker/compare.c checker/forms.c generators/prng.c \
-            checker/safetensors.c checker/ops.c generators/catalog.c generators/golden.c
+ONCE_SRC := reference/error.c reference/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
+            checker/safetensors.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c
 TEST_SRC := $(wildcard tests/*.c)
 HEADERS := $(wildcard include/lacs/*.h) reference/internal.h
 
@@ -48,9 +49,9 @@ ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
 LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
-.PHONY: all lib selfcheck test test-c test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check
+.PHONY: all lib check selfcheck test test-c test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo
 
-all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate
+all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/lacs
 
 lib: $(BUILD)/liblacs.a $(BUILD)/liblacs.so
 
@@ -97,6 +98,24 @@ vectors-check: $(BUILD)/lacs-generate
 $(BUILD)/lacs-dump: tests/tools/dump.c $(BUILD)/liblacs.a $(HEADERS)
 	$(CC) $(CFLAGS_LACS) -o $@ tests/tools/dump.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
 
+# The lacs command-line checker (checker/cli*.c: list, check, compare, run, explain).
+CLI_SRC := $(wildcard checker/cli*.c)
+$(BUILD)/lacs: $(CLI_SRC) checker/cli.h $(BUILD)/liblacs.a $(HEADERS)
+	$(CC) $(CFLAGS_LACS) -o $@ $(CLI_SRC) $(BUILD)/liblacs.a $(LDFLAGS_LACS) -ldl $(LIBS)
+
+# The example plugins of the CLI's tests (tests/plugins/NAME.c -> $(BUILD)/plugins/NAME.so), written from
+# include/lacs/plugin.h alone, as a plugin author would.
+TEST_PLUGIN_SO := $(patsubst tests/plugins/%.c,$(BUILD)/plugins/%.so,$(wildcard tests/plugins/*.c))
+$(BUILD)/plugins/%.so: tests/plugins/%.c $(wildcard tests/plugins/*.h) include/lacs/plugin.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LACS) -shared -o $@ $< -lm
+
+# make check: the main job, the conformance check of an implementation over the core vectors
+# (IMPL=builtin:reference until the optimized CPU implementation exists; any plugin path works).
+IMPL ?= builtin:reference
+check: $(BUILD)/lacs
+	./$(BUILD)/lacs check --impl $(IMPL)
+
 selfcheck: $(BUILD)/lacs-selfcheck
 	./$(BUILD)/lacs-selfcheck
 
@@ -119,7 +138,8 @@ test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
 
 # The Python reader and its agreement with the C one (interpreter: Debian's, for NumPy).
-test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so | deps
+test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUILD)/lacs $(TEST_PLUGIN_SO) \
+             $(BUILD)/lacs-zoo zoo | deps
 	PYTHONPATH=python LACS_BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/python -t . $(if $(V),-v,)
 
 # libFuzzer (clang) on the C reader, seeded with the test corpus, for FUZZ_SECONDS.
@@ -139,3 +159,76 @@ test-sanitize:
 
 clean:
 	rm -rf build build-sanitize build-fuzz
+
+# ---- the zoo (SPEC.md 11.6): legitimate implementations and realistic bugs, as ABI v1 plugins ----
+# tests/zoo/NAME.c -> $(BUILD)/zoo/NAME.so; -DZOO_FMA=1 variants -> $(BUILD)/zoo/NAME_fma.so (explicit fmaf(),
+# so that the same plugin runs on machines without FMA instructions).
+ZOO_SRC := $(filter-out tests/zoo/zoo_run.c,$(wildcard tests/zoo/*.c))
+ZOO_SO := $(patsubst tests/zoo/%.c,$(BUILD)/zoo/%.so,$(ZOO_SRC))
+ZOO_FMA_SO := $(patsubst tests/zoo/%.c,$(BUILD)/zoo/%_fma.so,$(ZOO_SRC))
+
+$(BUILD)/zoo/%.so: tests/zoo/%.c $(wildcard tests/zoo/*.h) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LACS) -shared -o $@ $< -lm
+
+$(BUILD)/zoo/%_fma.so: tests/zoo/%.c $(wildcard tests/zoo/*.h) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LACS) -DZOO_FMA=1 -shared -o $@ $< -lm
+
+zoo: $(ZOO_SO) $(ZOO_FMA_SO)
+
+# The zoo's binary32 reference (tests/zoo/float_reference.c): the reference compiled a third time with
+# -DLACS_REAL_FLOAT (real = float, names lacs_ref_*_f32) and checker/ops.c with it, so that
+# lacs_reference_run's second precision is float there. The double reference (with what it links:
+# errors, validation, the gauge's noise and its generator) comes along only because ops.c names it, and
+# is never run. Every symbol but lacs_plugin_run is hidden, so the plugin cannot clash with liblacs.
+# Its prototypes are generated from include/lacs/reference_ld.h, so the three builds cannot drift apart.
+FLOAT_REF := $(BUILD)/zoo/float_reference
+FLOAT_REF_HEADERS := $(BUILD)/zoo/include/lacs/reference_f32.h $(BUILD)/zoo/include/lacs/reference_f32_as_ld.h
+FLOAT_REF_D_OBJ := $(patsubst %.c,$(FLOAT_REF)/double/%.o,$(REF_SRC) reference/error.c reference/validate.c \
+                     reference/noise.c generators/prng.c)
+FLOAT_REF_F32_OBJ := $(patsubst %.c,$(FLOAT_REF)/f32/%.o,$(REF_SRC) checker/ops.c)
+FLOAT_REF_FMA_OBJ := $(patsubst %.c,$(FLOAT_REF)/f32_fma/%.o,$(REF_SRC) checker/ops.c)
+# The _fma variant lets the compiler contract a * b + c into fused multiply-adds (-ffp-contract=fast)
+# instead of the reference's explicit roundings. On x86-64 that needs -mfma, whose instructions a CPU
+# without FMA cannot run: it is added only where /proc/cpuinfo lists fma (the CI machine's does), and the
+# plugin checks again at run time. Acceptable for a test artifact; elsewhere the variant is plain float.
+FLOAT_REF_FMA_FLAGS := -ffp-contract=fast $(if $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo yes),-mfma)
+
+$(BUILD)/zoo/include/lacs/reference_f32.h: include/lacs/reference_ld.h
+	@mkdir -p $(dir $@)
+	{ echo '/* Generated by the Makefile from include/lacs/reference_ld.h: the reference in binary32'; \
+	  echo ' * (-DLACS_REAL_FLOAT), for the zoo member tests/zoo/float_reference.c only. */'; \
+	  sed -e '1,/\*\//d' -e 's/_ld\b/_f32/g' -e 's/long double/float/g' -e 's/LACS_REFERENCE_LD_H/LACS_REFERENCE_F32_H/g' $<; } > $@
+
+$(BUILD)/zoo/include/lacs/reference_f32_as_ld.h: include/lacs/reference_ld.h
+	@mkdir -p $(dir $@)
+	{ echo '/* Generated by the Makefile from include/lacs/reference_ld.h: in checker/ops.c compiled with'; \
+	  echo ' * -DLACS_REAL_FLOAT, each lacs_ref_*_ld name means its lacs_ref_*_f32 twin. */'; \
+	  echo '#ifndef LACS_REFERENCE_F32_AS_LD_H'; echo '#define LACS_REFERENCE_F32_AS_LD_H'; \
+	  grep -o 'lacs_ref_[a-z0-9_]*_ld\b' $< | sort -u | sed 's/\(.*\)_ld$$/#define \1_ld \1_f32/'; \
+	  echo '#endif'; } > $@
+
+$(FLOAT_REF)/double/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LACS) -fvisibility=hidden -c $< -o $@
+
+$(FLOAT_REF)/f32/%.o: %.c $(HEADERS) $(FLOAT_REF_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LACS) -I$(BUILD)/zoo/include -DLACS_REAL_FLOAT -fvisibility=hidden -c $< -o $@
+
+$(FLOAT_REF)/f32_fma/%.o: %.c $(HEADERS) $(FLOAT_REF_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LACS) $(FLOAT_REF_FMA_FLAGS) -I$(BUILD)/zoo/include -DLACS_REAL_FLOAT -fvisibility=hidden \
+	    -c $< -o $@
+
+$(BUILD)/zoo/float_reference.so: tests/zoo/float_reference.c $(FLOAT_REF_F32_OBJ) $(FLOAT_REF_D_OBJ) $(HEADERS)
+	$(CC) $(CFLAGS_LACS) -fvisibility=hidden -shared -o $@ $< $(FLOAT_REF_F32_OBJ) $(FLOAT_REF_D_OBJ) -lm
+
+$(BUILD)/zoo/float_reference_fma.so: tests/zoo/float_reference.c $(FLOAT_REF_FMA_OBJ) $(FLOAT_REF_D_OBJ) $(HEADERS)
+	$(CC) $(CFLAGS_LACS) $(FLOAT_REF_FMA_FLAGS) -DZOO_FMA=1 -fvisibility=hidden -shared -o $@ $< \
+	    $(FLOAT_REF_FMA_OBJ) $(FLOAT_REF_D_OBJ) -lm
+
+# lacs-zoo: runs one zoo plugin in-process over the vectors (tests/zoo/zoo_run.c; a test tool).
+$(BUILD)/lacs-zoo: tests/zoo/zoo_run.c $(BUILD)/liblacs.a $(HEADERS)
+	$(CC) $(CFLAGS_LACS) -o $@ tests/zoo/zoo_run.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) -ldl $(LIBS)

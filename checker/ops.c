@@ -14,7 +14,17 @@
 #include "../reference/internal.h"
 #include "lacs/ops.h"
 #include "lacs/reference.h"
+#ifdef LACS_REAL_FLOAT
+/* Built into the zoo's binary32 reference (tests/zoo/float_reference.c, the
+ * Makefile's $(BUILD)/zoo/float_reference.so): there the second precision of
+ * lacs_reference_run is float, and each lacs_ref_*_ld name below stands for
+ * its lacs_ref_*_f32 twin (the header is generated from lacs/reference_ld.h). */
+#include "lacs/reference_f32_as_ld.h"
+typedef float second_real;
+#else
 #include "lacs/reference_ld.h"
+typedef long double second_real;
+#endif
 #include "lacs/safetensors.h"
 
 /* ---- the table ---- */
@@ -620,7 +630,7 @@ int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
     int n_converted = 0;
     void *buffers[LACS_OPS_MAX_OUTPUTS] = {0};
     void *slots[LACS_OPS_MAX_OUTPUTS] = {0};
-    const size_t real_size = long_double ? sizeof(long double) : sizeof(double);
+    const size_t real_size = long_double ? sizeof(second_real) : sizeof(double);
 
     if (info->family == LACS_FAMILY_NORM)
         rc = norm_dims(info, inputs, n_inputs, &c.rows, &c.dim);
@@ -702,11 +712,11 @@ int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
             /* Rounded once, from the precision computed in: long double to
              * float directly, not through double (which could round twice). */
             if (out->dtype == LACS_F64) {
-                double x = long_double ? (double)((long double *)buffers[s])[i] : ((double *)buffers[s])[i];
+                double x = long_double ? (double)((second_real *)buffers[s])[i] : ((double *)buffers[s])[i];
                 memcpy((unsigned char *)out->data + 8 * i, &x, 8);
             } else {
                 float f =
-                    long_double ? (float)((long double *)buffers[s])[i] : (float)((double *)buffers[s])[i];
+                    long_double ? (float)((second_real *)buffers[s])[i] : (float)((double *)buffers[s])[i];
                 memcpy((unsigned char *)out->data + 4 * i, &f, 4);
             }
         }

@@ -6,12 +6,13 @@
 #   libcjson-dev      JSON of the vector metadata
 #   python3-numpy     the Python reader, harness and NumPy oracle (/usr/bin/python3)
 #   python3-jsonschema  validates MANIFEST.json and every vector's metadata against vectors/schema
+#   python3-matplotlib  lacs explain --plot (checker/plot_error.py) and its test
 #   clang, libclang-rt-14-dev  libFuzzer for the C reader's fuzzing (make fuzz)
 #   pkg-config, gcc, make
 set -euo pipefail
 
-packages=(libcriterion-dev libopenblas-dev libcjson-dev python3-numpy python3-jsonschema clang libclang-rt-14-dev
-          pkg-config gcc make)
+packages=(libcriterion-dev libopenblas-dev libcjson-dev python3-numpy python3-jsonschema python3-matplotlib
+          clang libclang-rt-14-dev pkg-config gcc make)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

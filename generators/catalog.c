@@ -159,6 +159,11 @@ static const struct {
 #define NORM(rows, dim) 0, 0, 0, 0, 0, 0, rows, dim
 
 static const lacs_case particular[] = {
+    /* linear attention with positive feature maps */
+    {"linear_attn", "t4096-positive", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 8, 8), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(0,1)", NULL, 0, "LongSequence",
+     "positive feature maps (elu + 1) and positive values (the normaliser sum of phi(k)): the state grows "
+     "like t, so a state kept in bf16 stops absorbing the updates"},
     /* the delta rule's step size */
     {"delta_rule", "beta0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 8), NULL,
      "q:normal k:unit v:normal beta:const(0) h0:normal(0.5)", NULL, 0, "BetaZero InitialState",

@@ -31,6 +31,7 @@
 #include "lacs/types.h"
 
 #define ULP_BOUND 4
+#define GAUGE_BOUND 1e-4
 
 typedef struct {
     const lacs_case *c;
@@ -70,7 +71,7 @@ static void usage(FILE *to)
             "  --force       replace existing vector files and the manifest\n"
             "  --force-files replace existing vector files; a manifest that differs is reported, kept\n"
             "  --check DIR   regenerate in memory and compare with DIR's files: inputs bit for bit,\n"
-            "                outputs within %d ulp of double, metadata equal but for the certified error\n"
+            "                outputs within %d ulp of double, gauges to a relative 1e-4, metadata equal but for the\n                certified error\n"
             "  --jobs N      parallel cases (default: the number of processors)\n"
             "  --only TEXT   only the cases whose id contains TEXT (no manifest is written)\n"
             "  --list        print the cases' ids, flags and reasons\n"
@@ -187,6 +188,20 @@ static int compare_with_file(const lacs_golden *g, const char *path, char *messa
             if (memcmp(ft->data, t->data, ft->nbytes) != 0) {
                 snprintf(message, size, "%s: input '%s' is not bit-identical", path, t->name);
                 ok = 0;
+            }
+        } else if (t->dtype == LACS_F32) {
+            /* a gauge (SPEC.md 11.2): a measured error scale, reproduced to a relative GAUGE_BOUND
+             * (another libm moves the perturbed runs by an ulp of double, the gauge by ~2^-22) */
+            for (int64_t e = 0; e < count; e++) {
+                float a, b;
+                memcpy(&a, ft->data + 4 * e, 4);
+                memcpy(&b, (const unsigned char *)t->data + 4 * e, 4);
+                if (!(fabs((double)a - (double)b) <= GAUGE_BOUND * fabs((double)b))) {
+                    snprintf(message, size, "%s: '%s'[%lld] = %.9g, regenerated %.9g (relative difference > %g)",
+                             path, t->name, (long long)e, a, b, GAUGE_BOUND);
+                    ok = 0;
+                    break;
+                }
             }
         } else {
             for (int64_t e = 0; e < count; e++) {

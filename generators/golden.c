@@ -15,6 +15,7 @@
 
 #include "../reference/internal.h"
 #include "lacs/catalog.h"
+#include "lacs/gauge.h"
 #include "lacs/compare.h"
 #include "lacs/ops.h"
 #include "lacs/prng.h"
@@ -488,6 +489,27 @@ static int compute(lacs_golden *g, const lacs_case *c, const lacs_tensor *inputs
         }
         free(outs_ld[s].data);
     }
+    /* the gauges of the tolerance model (SPEC.md 11.2), stored F32 beside the goldens */
+    double *gauges[LACS_OPS_MAX_OUTPUTS] = {0};
+    for (int s = 0; rc == LACS_OK && s < n_shapes; s++)
+        if (!(gauges[s] = malloc((size_t)lacs_tensor_count(&outs[s]) * sizeof(double) + 8)))
+            rc = lacs_internal_error(LACS_ERR_MEMORY, c->op, "out of memory");
+    if (rc == LACS_OK)
+        rc = lacs_gauge_compute(c->op, inputs, n_inputs, params, n_params, outs, n_shapes,
+                                strcmp(g->tier, "fp32") == 0, g->seed, gauges);
+    for (int s = 0; rc == LACS_OK && s < n_shapes; s++) {
+        char name[48];
+        snprintf(name, sizeof name, "gauge.%s%s", shapes[s].name, suffix);
+        lacs_tensor *t = add_tensor(g, name, LACS_F32, shapes[s].ndim, shapes[s].shape);
+        if (!t)
+            rc = lacs_internal_error(LACS_ERR_MEMORY, c->op, "case '%s': no room for '%s'", c->name, name);
+        for (int64_t j = 0; t && j < lacs_tensor_count(t); j++) {
+            float value = gauges[s][j] < FLT_MAX ? (float)gauges[s][j] : FLT_MAX;
+            memcpy((char *)t->data + j * 4, &value, 4);
+        }
+    }
+    for (int s = 0; s < n_shapes; s++)
+        free(gauges[s]);
     return rc;
 }
 
@@ -511,6 +533,15 @@ static int add_words(cJSON *array, const char *text, const lacs_case *c, int kno
         cJSON_AddItemToArray(array, cJSON_CreateString(word));
     }
     return LACS_OK;
+}
+
+/* A number written with 17 significant digits, so that it reads back exactly
+ * (cJSON's own printing settles for 15 when they compare nearly equal). */
+static void add_exact_number(cJSON *object, const char *name, double value)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%.17g", value);
+    cJSON_AddRawToObject(object, name, text);
 }
 
 static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_param *params,
@@ -547,15 +578,42 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
     cJSON_AddRawToObject(root, "seed", seed_text);
     cJSON *inputs = cJSON_AddArrayToObject(root, "inputs"), *outputs = cJSON_AddArrayToObject(root, "outputs");
     for (int i = 0; i < g->n_tensors; i++)
-        cJSON_AddItemToArray(i < g->n_inputs ? inputs : outputs,
-                             cJSON_CreateString(i < g->n_inputs ? g->tensors[i].name
-                                                                : g->tensors[i].name + strlen("expected.")));
+        if (i < g->n_inputs)
+            cJSON_AddItemToArray(inputs, cJSON_CreateString(g->tensors[i].name));
+        else if (strncmp(g->tensors[i].name, "expected.", 9) == 0)
+            cJSON_AddItemToArray(outputs, cJSON_CreateString(g->tensors[i].name + strlen("expected.")));
     cJSON_AddStringToObject(root, "reference", info->reference);
+    /* the tolerance model (SPEC.md 11.3): its constants, per output its length factor */
+    const int fp32 = strcmp(g->tier, "fp32") == 0;
+    int64_t longest = c->T;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (strcmp(g->tensors[i].name, "cu_seqlens") == 0) {
+            const int64_t *cu = g->tensors[i].data;
+            longest = 0;
+            for (int64_t n = 0; n + 1 < lacs_tensor_count(&g->tensors[i]); n++)
+                longest = cu[n + 1] - cu[n] > longest ? cu[n + 1] - cu[n] : longest;
+        }
     cJSON *tol = cJSON_AddObjectToObject(root, "tolerance");
-    cJSON_AddStringToObject(tol, "model", "provisional-normwise/1");
-    cJSON_AddNumberToObject(tol, "normwise", strcmp(g->tier, "fp32") == 0 ? 1e-4 : 2e-2);
-    cJSON_AddStringToObject(tol, "note", "normwise relative error per (batch or sequence, head), SPEC.md 5.1; "
-                                         "provisional until the tolerance model of issue 5");
+    cJSON_AddStringToObject(tol, "model", "lacs-tolerance/1");
+    add_exact_number(tol, "unit_roundoff", fp32 ? 0x1p-24 : 0x1p-8);
+    cJSON_AddNumberToObject(tol, "normwise_factor", LACS_TOLERANCE_NORMWISE_FACTOR);
+    cJSON_AddNumberToObject(tol, "elementwise_factor", LACS_TOLERANCE_ELEMENTWISE_FACTOR);
+    cJSON_AddNumberToObject(tol, "floor_fraction", LACS_TOLERANCE_FLOOR_FRACTION);
+    add_exact_number(tol, "underflow", fp32 ? 0x1p-150 : 0x1p-134); /* half the smallest subnormal */
+    cJSON *length = cJSON_AddObjectToObject(tol, "length_factor");
+    for (int i = g->n_inputs; i < g->n_tensors; i++)
+        if (strncmp(g->tensors[i].name, "expected.", 9) == 0) {
+            const char *name = g->tensors[i].name + strlen("expected.");
+            char base[32];
+            snprintf(base, sizeof base, "%.*s", (int)strcspn(name, "_"), name); /* ht_split, ht_kk -> ht */
+            if (strcmp(name, "ht_kk") == 0)
+                snprintf(base, sizeof base, "ht_kk");
+            add_exact_number(length, name, lacs_gauge_length_factor(c->op, base, fp32, c->K, longest, c->rows, c->dim));
+        }
+    cJSON *gauge = cJSON_AddObjectToObject(tol, "gauge");
+    cJSON_AddNumberToObject(gauge, "samples", LACS_GAUGE_SAMPLES);
+    add_exact_number(gauge, "delta", LACS_GAUGE_DELTA);
+    cJSON_AddBoolToObject(gauge, "state_noise", fp32);
     cJSON *cert = cJSON_AddObjectToObject(root, "certified");
     char method[96];
     snprintf(method, sizeof method, "long double recomputation (%d-bit significand), SPEC.md 10.4",
@@ -563,8 +621,9 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
     cJSON_AddStringToObject(cert, "method", method);
     cJSON_AddNumberToObject(cert, "max_error", g->certified_max);
     cJSON *per = cJSON_AddObjectToObject(cert, "per_output");
-    for (int i = g->n_inputs, j = 0; i < g->n_tensors; i++, j++)
-        cJSON_AddNumberToObject(per, g->tensors[i].name + strlen("expected."), g->certified[j]);
+    for (int i = g->n_inputs, j = 0; i < g->n_tensors; i++)
+        if (strncmp(g->tensors[i].name, "expected.", 9) == 0)
+            cJSON_AddNumberToObject(per, g->tensors[i].name + strlen("expected."), g->certified[j++]);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (!text && *rc == LACS_OK)
@@ -681,23 +740,32 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
         if (rc == LACS_OK) {
             /* the first part's state only: compute into a scratch golden, keep ht (and ht_kk) */
             strcpy(first.id, g->id);
+            first.tier = g->tier;
+            first.seed = g->seed;
             int n_first = 0;
             lacs_case head = *c;
             head.T = c->split;
             rc = compute(&first, &head, part, g->n_inputs, params, n_params, "_split", NULL, n_seqs, &n_first);
-            for (int i = 0; rc == LACS_OK && i < first.n_tensors; i++) {
-                if (strncmp(first.tensors[i].name, "expected.o", 10) == 0)
+            /* first's tensors: expected.* (certified, in order), then gauge.*; keep the state's */
+            for (int i = 0, n_expected = 0; rc == LACS_OK && i < first.n_tensors; i++) {
+                const char *name = first.tensors[i].name;
+                const int expected = strncmp(name, "expected.", 9) == 0;
+                n_expected += expected;
+                if (strcmp(name, "expected.o_split") == 0 || strcmp(name, "gauge.o_split") == 0)
                     continue;
-                lacs_tensor *t = add_tensor(g, first.tensors[i].name, LACS_F64, first.tensors[i].ndim,
+                lacs_tensor *t = add_tensor(g, name, first.tensors[i].dtype, first.tensors[i].ndim,
                                             first.tensors[i].shape);
                 if (!t) {
                     rc = LACS_ERR_MEMORY;
                     break;
                 }
-                memcpy(t->data, first.tensors[i].data, (size_t)lacs_tensor_count(t) * sizeof(double));
-                g->certified[n_certified++] = first.certified[i];
-                if (!(first.certified[i] <= g->certified_max))
-                    g->certified_max = first.certified[i];
+                memcpy(t->data, first.tensors[i].data,
+                       (size_t)lacs_tensor_count(t) * lacs_dtype_size(first.tensors[i].dtype));
+                if (expected) {
+                    g->certified[n_certified++] = first.certified[n_expected - 1];
+                    if (!(first.certified[n_expected - 1] <= g->certified_max))
+                        g->certified_max = first.certified[n_expected - 1];
+                }
             }
         }
         free_first_part(g, part);

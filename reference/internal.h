@@ -12,11 +12,21 @@
 #include <stdint.h>
 #include <tgmath.h>
 
+#include "lacs/prng.h"
 #include "lacs/types.h"
 
 #include <float.h>
 
-#ifdef LACS_REAL_LONG_DOUBLE
+#if defined(LACS_REAL_FLOAT)
+/* binary32: only the zoo's float reference (tests/zoo/float_reference.c) is
+ * built this way; its header is generated from lacs/reference_ld.h. */
+#include "lacs/reference_f32.h"
+typedef float real;
+#define REAL_EPSILON FLT_EPSILON
+typedef lacs_analytic_fn_f32 analytic_fn;
+#define REF(name) lacs_ref_##name##_f32
+#define REFI(name) lacs_internal_##name##_f32
+#elif defined(LACS_REAL_LONG_DOUBLE)
 #include "lacs/reference_ld.h"
 typedef long double real;
 #define REAL_EPSILON LDBL_EPSILON
@@ -61,6 +71,10 @@ int lacs_internal_check_exactly_one(const char *op, const void *a, const char *a
  * `why` ends the error message. */
 int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in,
                                          const char *why);
+/* The gauge's state noise (reference/noise.c, SPEC.md 11.2): while on (per
+ * thread), lacs_internal_perturb_state multiplies each element by 1 +- delta. */
+void lacs_internal_state_noise(int on, uint64_t seed, double delta);
+void lacs_internal_perturb_state(double *x, int64_t n);
 /* Number of sequences: B, or N with cu_seqlens. */
 int64_t lacs_internal_sequence_count(const lacs_dims *d);
 

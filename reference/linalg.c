@@ -106,6 +106,9 @@ void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real 
     for (int64_t i = 0; i < K; i++)
         for (int64_t c = 0; c < V; c++)
             h[i * V + c] += coef * x[i] * y[c];
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    lacs_internal_perturb_state(h, K * V); /* the gauge's model of a rounded state; off otherwise */
+#endif
 }
 
 void REFI(delta_correction)(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,

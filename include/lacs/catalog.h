@@ -15,7 +15,7 @@
 
 #include "lacs/plugin.h"
 
-#define LACS_GENERATOR_VERSION "1"
+#define LACS_GENERATOR_VERSION "2"
 /* The largest normwise difference allowed between a golden and its long
  * double recomputation (SPEC.md 10.4). */
 #define LACS_CERTIFY_BOUND 1e-12

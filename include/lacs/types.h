@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#define LACS_SPEC_VERSION "1.2"
+#define LACS_SPEC_VERSION "1.3"
 
 /* Return codes of every lacs function. */
 enum {

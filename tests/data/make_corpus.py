@@ -197,7 +197,7 @@ def malformed():
 # vectors/schema/metadata.schema.json).
 LACS_META = {
     "format": "lacs-vector/1",
-    "spec_version": "1.2",
+    "spec_version": "1.3",
     "generator_version": "1",
     "id": "delta_rule-fp32-corpus_example",
     "op": "delta_rule",
@@ -210,7 +210,9 @@ LACS_META = {
     "inputs": ["cu_seqlens", "k", "q"],
     "outputs": ["o"],
     "reference": "lacs_ref_delta_rule",
-    "tolerance": {"model": "normwise", "normwise": 1e-6, "note": "example"},
+    "tolerance": {"model": "lacs-tolerance/1", "unit_roundoff": 2**-24, "normwise_factor": 6.0,
+                  "elementwise_factor": 24.0, "floor_fraction": 0.0625, "underflow": 2**-150, "length_factor": {"o": 1.0},
+                  "gauge": {"samples": 16, "delta": 2**-30, "state_noise": True}},
     "certified": {"method": "long double", "max_error": 1e-16, "per_output": {"o": 1e-16}},
 }
 

@@ -42,7 +42,7 @@ def inputs_sha256(f):
 
 METADATA_EXAMPLE = {
     "format": "lacs-vector/1",
-    "spec_version": "1.2",
+    "spec_version": "1.3",
     "generator_version": "3",
     "id": "gated_delta_rule-bf16-varlen_state_carry.2",
     "op": "gated_delta_rule",
@@ -55,13 +55,16 @@ METADATA_EXAMPLE = {
     "inputs": ["cu_seqlens", "g", "h0", "k", "q", "v", "beta"],
     "outputs": ["o", "ht", "ht_split"],
     "reference": "lacs_ref_gated_delta_rule",
-    "tolerance": {"model": "normwise", "normwise": 0.05, "note": "provisional (10.4)"},
+    "tolerance": {"model": "lacs-tolerance/1", "unit_roundoff": 2**-8, "normwise_factor": 6.0,
+                  "elementwise_factor": 24.0, "floor_fraction": 0.0625, "underflow": 2**-134,
+                  "length_factor": {"o": 1.0, "ht": 1.0, "ht_split": 1.0},
+                  "gauge": {"samples": 16, "delta": 2**-30, "state_noise": False}},
     "certified": {"method": "long double", "max_error": 3e-17, "per_output": {"o": 3e-17, "ht": 1e-17, "ht_split": 0}},
 }
 
 MANIFEST_EXAMPLE = {
     "format": "lacs-manifest/1",
-    "spec_version": "1.2",
+    "spec_version": "1.3",
     "generator_version": "3",
     "set": "core",
     "cases": [
@@ -248,6 +251,10 @@ class CommittedVectors(unittest.TestCase):
                 for name, t in v.file.tensors.items():
                     if name.startswith(vectors.EXPECTED_PREFIX):
                         self.assertEqual(t.dtype, "F64", name)
+                    elif name.startswith(vectors.GAUGE_PREFIX):  # SPEC.md 11.2: one gauge per golden
+                        self.assertEqual(t.dtype, "F32", name)
+                        golden = v.file.tensors[vectors.EXPECTED_PREFIX + name[len(vectors.GAUGE_PREFIX):]]
+                        self.assertEqual(t.shape, golden.shape, name)
                     elif name == "cu_seqlens":
                         self.assertEqual(t.dtype, "I64", name)
                     else:

@@ -1,0 +1,341 @@
+/* lacs check --impl IMPL [...]: run an implementation on every case and
+ * compare its outputs with the goldens (SPEC.md 11).
+ *
+ * The cases are found and filtered (cli_cases.c), then the shard keeps the
+ * ones whose index in that sorted list is I-1 mod N. Each case runs in a
+ * child process (cli_child.c); up to --jobs of them at once. Results are
+ * printed in case order as soon as every earlier case has finished, so the
+ * output is the same whatever --jobs is.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char check_usage[] =
+    "usage: lacs check --impl IMPL [--op OP[,OP...]] [--tier fp32|bf16] [--vectors DIR]\n"
+    "                  [--json FILE] [--junit FILE] [--shard I/N] [--timeout SECONDS] [--jobs N]\n"
+    "                  [--quiet] [--verbose]\n"
+    "\n"
+    "Runs IMPL on every case and compares its outputs with the goldens. One line per case:\n"
+    "  PASS  0.0123    delta_rule-fp32-t64      (status, worst error/allowed ratio, id; 1 is the limit)\n"
+    "and under a FAIL, where and why. Ends with `N passed, M failed, K skipped`.\n"
+    "  --impl IMPL       builtin:reference, PATH.so (a plugin exporting lacs_plugin_run)\n"
+    "  --op OP           only this op (repeatable, or comma-separated)\n"
+    "  --tier TIER       only fp32 or bf16 cases\n"
+    "  --vectors DIR     default ./vectors/core, else $LACS_VECTORS\n"
+    "  --json FILE       write a JSON report (replacing FILE)\n"
+    "  --junit FILE      write a JUnit XML report (replacing FILE)\n"
+    "  --shard I/N       only the cases whose index in the filtered list is I-1 mod N\n"
+    "  --timeout SECONDS a case running longer fails (default 300)\n"
+    "  --jobs N          run up to N cases at once (default 1)\n"
+    "  --quiet           print only failures and the closing line\n"
+    "  --verbose         print every output's ratio and the time of each case\n"
+    "Exit status: 0 if no case failed and at least one ran, 1 otherwise, 2 for a usage error.\n";
+
+typedef struct {
+    const char *impl;
+    cli_filter filter;
+    const char *vectors, *json, *junit;
+    int shard_index, shard_count;
+    double timeout;
+    int jobs, quiet, verbose;
+} check_options;
+
+static int parse_shard(const char *text, int *index, int *count)
+{
+    long i, n;
+    const char *slash = strchr(text, '/');
+    char first[32];
+    if (!slash || (size_t)(slash - text) >= sizeof first)
+        return cli_error("bad --shard '%s': expected I/N with 1 <= I <= N", text);
+    memcpy(first, text, (size_t)(slash - text));
+    first[slash - text] = '\0';
+    if (cli_parse_long(first, &i) != 0 || cli_parse_long(slash + 1, &n) != 0 || n < 1 || i < 1 || i > n ||
+        n > 1000000)
+        return cli_error("bad --shard '%s': expected I/N with 1 <= I <= N", text);
+    *index = (int)i;
+    *count = (int)n;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, check_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->timeout = 300;
+    o->jobs = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *value;
+        int got;
+        if (cli_is_help(argv[i])) {
+            fputs(check_usage, stdout);
+            return -1;
+        }
+        if (strcmp(argv[i], "--quiet") == 0) {
+            o->quiet = 1;
+        } else if (strcmp(argv[i], "--verbose") == 0) {
+            o->verbose = 1;
+        } else if ((got = cli_option_value(argc, argv, &i, "--impl", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            o->impl = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--op", &value)) != 0) {
+            if (got < 0 || cli_filter_add_ops(&o->filter, value) != 0)
+                return CLI_EXIT_USAGE;
+        } else if ((got = cli_option_value(argc, argv, &i, "--tier", &value)) != 0) {
+            if (got < 0 || cli_check_tier(value) != 0)
+                return CLI_EXIT_USAGE;
+            o->filter.tier = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--vectors", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            o->vectors = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--json", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            o->json = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--junit", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            o->junit = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--shard", &value)) != 0) {
+            if (got < 0 || parse_shard(value, &o->shard_index, &o->shard_count) != 0)
+                return CLI_EXIT_USAGE;
+        } else if ((got = cli_option_value(argc, argv, &i, "--timeout", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            if (cli_parse_double(value, &o->timeout) != 0 || o->timeout <= 0)
+                return cli_error("bad --timeout '%s': expected a positive number of seconds", value);
+        } else if ((got = cli_option_value(argc, argv, &i, "--jobs", &value)) != 0) {
+            long jobs;
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            if (cli_parse_long(value, &jobs) != 0 || jobs < 1 || jobs > 256)
+                return cli_error("bad --jobs '%s': expected a whole number from 1 to 256", value);
+            o->jobs = (int)jobs;
+        } else {
+            return cli_error("check: unknown argument '%s' (see lacs check --help)", argv[i]);
+        }
+    }
+    if (!o->impl)
+        return cli_error("check: --impl IMPL is required (builtin:reference, or a plugin PATH.so)");
+    if (o->quiet && o->verbose)
+        return cli_error("check: --quiet and --verbose exclude each other");
+    return 0;
+}
+
+/* The progress display on a terminal: `[123/626] delta_rule-bf16-t4096` on
+ * stderr, overwritten in place, erased before each result line. */
+typedef struct {
+    int enabled;
+    int shown;
+    char text[256];
+} progress_line;
+
+static void progress_erase(progress_line *p)
+{
+    if (p->enabled && p->shown) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        p->shown = 0;
+    }
+}
+
+static void progress_draw(progress_line *p)
+{
+    if (p->enabled && p->text[0]) {
+        fprintf(stderr, "\r\033[K%s", p->text);
+        fflush(stderr);
+        p->shown = 1;
+    }
+}
+
+/* A running case. */
+typedef struct {
+    int case_index; /* -1 when free */
+    lacs_vector *vector;
+    cli_child child;
+} running_case;
+
+/* Loads case i and starts its child. Returns 1 if it is running, 0 if it has
+ * already finished (the file did not load, or the child could not start). */
+static int start_case(running_case *slot, const cli_case *c, cli_result *r, const cli_impl *impl, double timeout)
+{
+    cli_result_init(r, c->id, c->op, c->tier);
+    slot->vector = calloc(1, sizeof *slot->vector);
+    if (!slot->vector) {
+        cli_result_fail(r, "out of memory loading %s", c->path);
+        return 0;
+    }
+    if (lacs_vector_load(c->path, slot->vector) != LACS_OK) {
+        cli_result_fail(r, "%s", lacs_last_error());
+        lacs_vector_free(slot->vector);
+        free(slot->vector);
+        slot->vector = NULL;
+        return 0;
+    }
+    const lacs_vector *v = slot->vector;
+    snprintf(r->op, sizeof r->op, "%s", v->op);
+    snprintf(r->tier, sizeof r->tier, "%s", v->tier);
+    cli_task task = {.impl = impl, .op = v->op, .inputs = v->inputs, .n_inputs = v->n_inputs,
+                     .params = v->params, .n_params = v->n_params, .outputs = v->expected,
+                     .n_outputs = v->n_outputs, .vector = v};
+    if (cli_child_start(&slot->child, &task, timeout) != 0) {
+        cli_result_from_child(r, v, &slot->child);
+        cli_child_free(&slot->child);
+        lacs_vector_free(slot->vector);
+        free(slot->vector);
+        slot->vector = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static void finish_case(running_case *slot, cli_result *r)
+{
+    cli_result_from_child(r, slot->vector, &slot->child);
+    cli_child_free(&slot->child);
+    lacs_vector_free(slot->vector);
+    free(slot->vector);
+    slot->vector = NULL;
+    slot->case_index = -1;
+}
+
+/* Runs every case, printing results in order; fills results[]. */
+static void run_cases(const check_options *o, const cli_impl *impl, const cli_case *cases, int n,
+                      cli_result *results)
+{
+    running_case *slots = calloc((size_t)o->jobs, sizeof *slots);
+    char *finished = calloc((size_t)n, 1);
+    if (!slots || !finished) {
+        cli_error("out of memory");
+        exit(CLI_EXIT_USAGE);
+    }
+    for (int s = 0; s < o->jobs; s++)
+        slots[s].case_index = -1;
+    progress_line progress = {.enabled = isatty(STDERR_FILENO)};
+    int next = 0, printed = 0, running = 0;
+    while (printed < n) {
+        int progressed = 0;
+        for (int s = 0; s < o->jobs && next < n; s++) {
+            if (slots[s].case_index >= 0)
+                continue;
+            snprintf(progress.text, sizeof progress.text, "[%d/%d] %s", next + 1, n, cases[next].id);
+            progress_draw(&progress);
+            if (start_case(&slots[s], &cases[next], &results[next], impl, o->timeout)) {
+                slots[s].case_index = next;
+                running++;
+            } else {
+                finished[next] = 1;
+            }
+            next++;
+            progressed = 1;
+        }
+        for (int s = 0; s < o->jobs; s++) {
+            if (slots[s].case_index < 0 || !cli_child_poll(&slots[s].child))
+                continue;
+            int index = slots[s].case_index;
+            finish_case(&slots[s], &results[index]);
+            finished[index] = 1;
+            running--;
+            progressed = 1;
+        }
+        while (printed < n && finished[printed]) {
+            const cli_result *r = &results[printed++];
+            if (o->quiet && r->status != CLI_FAIL)
+                continue;
+            progress_erase(&progress);
+            cli_print_result(stdout, r, o->verbose);
+            fflush(stdout);
+            progress_draw(&progress);
+        }
+        if (!progressed && running > 0)
+            cli_child_pause(0.05); /* woken early by SIGCHLD; 50 ms bounds how late a timeout is seen */
+    }
+    cli_child_unblock();
+    progress_erase(&progress);
+    free(slots);
+    free(finished);
+}
+
+int cli_check(int argc, char **argv)
+{
+    check_options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    cli_impl impl;
+    if (cli_impl_open(o.impl, &impl) != 0)
+        return CLI_EXIT_USAGE;
+    const char *dir = cli_vectors_dir(o.vectors);
+    if (!dir) {
+        cli_impl_close(&impl);
+        return CLI_EXIT_USAGE;
+    }
+
+    cli_case *all;
+    int n_all;
+    if (cli_find_cases(dir, &o.filter, &all, &n_all) != 0) {
+        cli_impl_close(&impl);
+        return CLI_EXIT_USAGE;
+    }
+    /* The shard: indexes congruent to I-1 mod N in the sorted, filtered list. */
+    int n = 0;
+    for (int i = 0; i < n_all; i++) {
+        if (o.shard_count > 0 && i % o.shard_count != o.shard_index - 1) {
+            free(all[i].path);
+            free(all[i].flags);
+            free(all[i].reason);
+            continue;
+        }
+        all[n++] = all[i];
+    }
+    if (n == 0) {
+        cli_free_cases(all, n);
+        cli_impl_close(&impl);
+        if (n_all == 0)
+            return cli_error("no case under '%s' matches the filters%s", dir,
+                             o.filter.n_ops || o.filter.tier ? " (--op, --tier)" : "");
+        return cli_error("shard %d/%d of the %d matching cases is empty", o.shard_index, o.shard_count, n_all);
+    }
+
+    cli_result *results = calloc((size_t)n, sizeof *results);
+    if (!results) {
+        cli_free_cases(all, n);
+        cli_impl_close(&impl);
+        return cli_error("out of memory");
+    }
+    run_cases(&o, &impl, all, n, results);
+
+    cli_run_summary summary = {.impl = o.impl, .vectors = dir, .shard_index = o.shard_index,
+                               .shard_count = o.shard_count};
+    for (int i = 0; i < n; i++) {
+        summary.passed += results[i].status == CLI_PASS;
+        summary.failed += results[i].status == CLI_FAIL;
+        summary.skipped += results[i].status == CLI_SKIP;
+    }
+    printf("%d passed, %d failed, %d skipped", summary.passed, summary.failed, summary.skipped);
+    if (o.shard_count > 0)
+        printf(" (shard %d/%d)", o.shard_index, o.shard_count);
+    printf("\n");
+    fflush(stdout);
+
+    int status = summary.failed == 0 && summary.passed > 0 ? 0 : CLI_EXIT_FAILED;
+    if (summary.failed == 0 && summary.passed == 0)
+        fprintf(stderr, "lacs: no case ran: %s skipped every one of the %d cases\n", o.impl, n);
+    if (o.json && cli_write_json(o.json, &summary, results, n) != 0)
+        status = CLI_EXIT_USAGE;
+    if (o.junit && cli_write_junit(o.junit, &summary, results, n) != 0)
+        status = CLI_EXIT_USAGE;
+
+    for (int i = 0; i < n; i++)
+        cli_result_free(&results[i]);
+    free(results);
+    cli_free_cases(all, n);
+    cli_impl_close(&impl);
+    return status;
+}

@@ -1,0 +1,502 @@
+/* lacs explain CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--force]:
+ * what a case is, and where an implementation goes wrong on it.
+ *
+ * Without --impl: the case's id, op (its formula labels and reference
+ * function), tier, flags, reason, parameters, sizes, input shapes, tolerance
+ * and the size of each golden. With --impl: the implementation runs on it in
+ * a child process (as in `check`), and for each output of the sequence
+ * layout ([B, T, HV, V]) the error is followed over time
+ * (lacs_check_error_over_time): the first step t whose worst element passes
+ * the limit, the element that is worst there, and whether t is the first
+ * token of a chunk of 16, 32 or 64 -- chunked kernels hand their state from
+ * chunk to chunk, and an error that starts exactly there points at that
+ * hand-over. A text table shows the error per slice of t; --plot draws it
+ * (checker/plot_error.py, matplotlib).
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "lacs/ops.h"
+
+static const char explain_usage[] =
+    "usage: lacs explain CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--force]\n"
+    "\n"
+    "CASE is a case id (delta_rule-fp32-t64, found as DIR/<op>/<id>.safetensors) or a vector file.\n"
+    "Prints what the case tests: op, formula labels, flags, reason, parameters, shapes, tolerance.\n"
+    "  --impl IMPL      also run IMPL on it: each output's error/allowed ratio, and for outputs over\n"
+    "                   time (o) the first t where the error passes the limit and whether t starts a\n"
+    "                   chunk of 16, 32 or 64, with a table of the error over t\n"
+    "  --vectors DIR    where to find CASE by id (default ./vectors/core, else $LACS_VECTORS)\n"
+    "  --plot FILE.png  with --impl: draw log10(ratio) against t (needs python3-matplotlib)\n"
+    "  --force          replace FILE.png if it exists\n";
+
+enum { EXPLAIN_TIMEOUT_SECONDS = 300, TIME_BUCKETS = 10 };
+
+/* The file behind CASE: CASE itself if it is a file, else DIR/<op>/<id>.safetensors. */
+static int resolve_case(const char *name, const char *vectors, char *path, size_t size)
+{
+    struct stat st;
+    if (stat(name, &st) == 0 && S_ISREG(st.st_mode)) {
+        snprintf(path, size, "%s", name);
+        return 0;
+    }
+    if (strchr(name, '/'))
+        return cli_error("explain: '%s' does not exist", name);
+    const char *tier = strstr(name, "-fp32-");
+    if (!tier)
+        tier = strstr(name, "-bf16-");
+    if (!tier)
+        return cli_error("explain: '%s' is neither a file nor a case id <op>-<fp32|bf16>-<name>", name);
+    char op[64];
+    snprintf(op, sizeof op, "%.*s", (int)(tier - name), name);
+    if (!lacs_op_find(op))
+        return cli_error("explain: '%s' names no known op ('%s')", name, op);
+    const char *dir = cli_vectors_dir(vectors);
+    if (!dir)
+        return CLI_EXIT_USAGE;
+    if ((size_t)snprintf(path, size, "%s/%s/%s.safetensors", dir, op, name) >= size)
+        return cli_error("explain: the path of '%s' is too long", name);
+    if (access(path, F_OK) != 0)
+        return cli_error("explain: no case '%s' under %s (%s does not exist)", name, dir, path);
+    return 0;
+}
+
+static void print_shape(const int64_t *shape, int ndim)
+{
+    printf("[");
+    for (int d = 0; d < ndim; d++)
+        printf("%s%lld", d ? ", " : "", (long long)shape[d]);
+    printf("]");
+}
+
+static void print_case(const lacs_vector *v)
+{
+    const lacs_op_info *info = lacs_op_find(v->op);
+    printf("case       %s\n", v->id);
+    printf("file       %s\n", v->path);
+    if (info)
+        printf("op         %s (%s), reference %s\n", v->op, info->labels, info->reference);
+    else
+        printf("op         %s (not an op of this build)\n", v->op);
+    printf("tier       %s\n", v->tier);
+    printf("flags      %s\n", v->flags[0] ? v->flags : "(none)");
+    printf("reason     %s\n", v->reason ? v->reason : "");
+    printf("params    ");
+    for (int i = 0; i < v->n_params; i++)
+        printf("%s %s = %.17g", i ? "," : "", v->params[i].name, v->params[i].value);
+    printf("%s\n", v->n_params ? "" : " (none)");
+
+    const char *dim_names[] = {"B", "T", "H", "HV", "K", "V", "N", "rows", "dim"};
+    const int64_t dims[] = {v->B, v->T, v->H, v->HV, v->K, v->V, v->N, v->rows, v->dim};
+    printf("dims      ");
+    int shown = 0;
+    for (int i = 0; i < 9; i++)
+        if (dims[i] != 0)
+            printf("%s %s = %lld", shown++ ? "," : "", dim_names[i], (long long)dims[i]);
+    printf("\n");
+    for (int i = 0; i < v->n_inputs; i++) {
+        printf("%s %-8s %s ", i ? "          " : "inputs    ", v->inputs[i].name,
+               lacs_dtype_name(v->inputs[i].dtype));
+        print_shape(v->inputs[i].shape, v->inputs[i].ndim);
+        printf("\n");
+    }
+
+    const lacs_tolerance *tol = &v->tolerance;
+    if (strcmp(tol->model, "provisional-normwise/1") == 0)
+        printf("tolerance  %s: normwise relative error per block <= %.3g\n", tol->model, tol->provisional);
+    else
+        printf("tolerance  %s, unit roundoff u = %.3g, underflow eta = %.3g\n"
+               "           (x = the output, y = the golden, g = its gauge)\n"
+               "           a block of n elements passes if ||x - y|| <= %.4g (u L ||g|| + eta sqrt(n)),\n"
+               "           an element if |x - y| <= %.4g (u L (g + floor) + eta),\n"
+               "           floor = %.3g x the RMS of g over its block; L per output below (SPEC.md 11)\n",
+               tol->model, tol->unit_roundoff, tol->underflow, tol->normwise_factor, tol->elementwise_factor,
+               tol->floor_fraction);
+
+    for (int i = 0; i < v->n_outputs; i++) {
+        const lacs_tensor *g = &v->expected[i];
+        const double *values = g->data;
+        int64_t count = lacs_tensor_count(g), nonfinite = 0;
+        double sum_squares = 0, largest = 0;
+        for (int64_t j = 0; j < count; j++) {
+            if (!isfinite(values[j])) {
+                nonfinite++;
+                continue;
+            }
+            sum_squares += values[j] * values[j];
+            largest = fabs(values[j]) > largest ? fabs(values[j]) : largest;
+        }
+        printf("%s %-8s ", i ? "          " : "goldens   ", g->name);
+        print_shape(g->shape, g->ndim);
+        printf(": norm %.6g, largest |value| %.6g", sqrt(sum_squares), largest);
+        if (v->gauge[i])
+            printf(", L = %.4g", v->length_factor[i]);
+        if (nonfinite)
+            printf(", %lld non-finite", (long long)nonfinite);
+        printf("\n");
+    }
+}
+
+/* Whether t (counted from 0) is the first token of a chunk of 16, 32 or 64,
+ * in words. */
+static void describe_chunk_position(int64_t t, char *buf, size_t size)
+{
+    long long tt = (long long)t;
+    if (t == 0)
+        snprintf(buf, size, "t = 0 is the first token: every chunk starts there");
+    else if (t % 64 == 0)
+        snprintf(buf, size, "t = %lld is the first token of a chunk of 64 (and of 32, 16): %lld tokens came before it",
+                 tt, tt);
+    else if (t % 32 == 0)
+        snprintf(buf, size, "t = %lld is the first token of a chunk of 32 (and of 16), not of 64", tt);
+    else if (t % 16 == 0)
+        snprintf(buf, size, "t = %lld is the first token of a chunk of 16, not of 32 or 64", tt);
+    else
+        snprintf(buf, size,
+                 "t = %lld is not the first token of a chunk of 16, 32 or 64 (it is token %lld of its chunk of 64, "
+                 "counting from 0)",
+                 tt, tt % 64);
+}
+
+/* The worst element at time step t of output o: the check run on a copy of
+ * the outputs in which every other element equals its golden, so that only
+ * step t can be wrong (the tolerance logic stays in lacs_check_outputs). */
+static int worst_at_step(const lacs_vector *v, int o, const lacs_tensor *actual, int64_t t, lacs_output_check *worst)
+{
+    lacs_tensor masked[LACS_CHECK_MAX_OUTPUTS];
+    int rc = LACS_ERR_MEMORY;
+    int n = v->n_outputs;
+    for (int i = 0; i < n; i++)
+        masked[i].data = NULL;
+    for (int i = 0; i < n; i++) {
+        int64_t count = lacs_tensor_count(&v->expected[i]);
+        double *values = malloc((size_t)(count + 1) * sizeof *values);
+        if (!values)
+            goto done;
+        memcpy(values, v->expected[i].data, (size_t)count * sizeof *values);
+        masked[i] = (lacs_tensor){.name = v->expected[i].name, .dtype = LACS_F64, .ndim = v->expected[i].ndim,
+                                  .shape = v->expected[i].shape, .data = values};
+    }
+    const lacs_layout *layout = &v->layout[o];
+    const float *given = actual[o].data;
+    double *values = masked[o].data;
+    int64_t row = layout->heads * layout->width; /* elements per (batch, t) */
+    for (int64_t b = 0; b < layout->outer; b++) {
+        int64_t start = (b * layout->T + t) * row;
+        for (int64_t j = 0; j < row; j++)
+            values[start + j] = given[start + j];
+    }
+    lacs_check_result result;
+    rc = lacs_check_outputs(v, masked, n, &result);
+    if (rc == LACS_OK)
+        *worst = result.outputs[o];
+done:
+    for (int i = 0; i < n; i++)
+        free(masked[i].data);
+    return rc;
+}
+
+/* log10 of the worst ratio over each tenth of t, as a table with a bar. */
+static void print_time_table(const double *ratio_t, int64_t T)
+{
+    int64_t per_bucket = (T + TIME_BUCKETS - 1) / TIME_BUCKETS;
+    if (per_bucket < 1)
+        per_bucket = 1;
+    printf("      error over time (worst ratio per slice of t; log10; the limit is 0, marked |):\n");
+    for (int64_t start = 0; start < T; start += per_bucket) {
+        int64_t end = start + per_bucket < T ? start + per_bucket : T;
+        double worst = 0;
+        for (int64_t t = start; t < end; t++)
+            if (isnan(ratio_t[t]) || ratio_t[t] > worst)
+                worst = isnan(ratio_t[t]) ? INFINITY : ratio_t[t];
+        char range[48], ratio[32], logarithm[32];
+        snprintf(range, sizeof range, "t %lld..%lld", (long long)start, (long long)(end - 1));
+        cli_format_ratio(worst, ratio, sizeof ratio);
+        /* The bar: 2 characters per decade from 1e-8; the limit (1e0) at column 16. */
+        double decades = worst > 0 ? log10(worst) : -INFINITY;
+        int length = isinf(decades) ? (decades > 0 ? 32 : 0) : (int)lround(2 * (decades + 8));
+        length = length < 0 ? 0 : length > 32 ? 32 : length;
+        char bar[40];
+        int k = 0;
+        for (; k < 32 && (k < length || k <= 16); k++)
+            bar[k] = k == 16 ? '|' : k < length ? (k < 16 ? '#' : '!') : ' ';
+        bar[k] = '\0';
+        if (worst > 0 && isfinite(decades))
+            snprintf(logarithm, sizeof logarithm, "%+.2f", decades);
+        else
+            snprintf(logarithm, sizeof logarithm, "%s", worst > 0 ? "+inf" : "-inf");
+        printf("        %-18s %-9s %6s  %s\n", range, ratio, logarithm, bar);
+    }
+}
+
+/* "st", "nd", "rd" or "th", for the n-th token. */
+static const char *ordinal_suffix(int64_t n)
+{
+    if (n % 100 >= 11 && n % 100 <= 13)
+        return "th";
+    return n % 10 == 1 ? "st" : n % 10 == 2 ? "nd" : n % 10 == 3 ? "rd" : "th";
+}
+
+/* The sequence number and position in it of token t of a varlen batch. */
+static int64_t position_in_sequence(const lacs_layout *layout, int64_t t, int64_t *sequence)
+{
+    *sequence = 0;
+    if (!layout->cu_seqlens)
+        return t;
+    for (int64_t n = 0; n < layout->n_seqs; n++)
+        if (t >= layout->cu_seqlens[n] && t < layout->cu_seqlens[n + 1]) {
+            *sequence = n;
+            return t - layout->cu_seqlens[n];
+        }
+    return t;
+}
+
+/* The error of output o over time: first t over the limit, the worst element
+ * there, the chunk position, the table. Fills ratio_t (T values). */
+static int explain_over_time(const lacs_vector *v, int o, const lacs_tensor *actual, double *ratio_t)
+{
+    const lacs_layout *layout = &v->layout[o];
+    if (lacs_check_error_over_time(v, o, actual, ratio_t) != LACS_OK) {
+        printf("      (no error over time: %s)\n", lacs_last_error());
+        return -1;
+    }
+    int64_t first = -1, worst_t = 0;
+    for (int64_t t = 0; t < layout->T; t++) {
+        if (first < 0 && !(ratio_t[t] <= 1))
+            first = t;
+        /* the worst step: the first NaN, else the largest ratio */
+        if (!isnan(ratio_t[worst_t]) && (isnan(ratio_t[t]) || ratio_t[t] > ratio_t[worst_t]))
+            worst_t = t;
+    }
+    char ratio[32];
+    if (first < 0) {
+        cli_format_ratio(layout->T > 0 ? ratio_t[worst_t] : 0, ratio, sizeof ratio);
+        printf("      over time: the limit is never passed (worst ratio %s, at t = %lld)\n", ratio,
+               (long long)worst_t);
+    } else {
+        cli_format_ratio(ratio_t[first], ratio, sizeof ratio);
+        printf("      over time: first passes the limit at t = %lld, the %lld%s token (ratio %s)\n", (long long)first,
+               (long long)first + 1, ordinal_suffix(first + 1), ratio);
+        lacs_output_check worst = {.worst_element = -1};
+        if (worst_at_step(v, o, actual, first, &worst) == LACS_OK && worst.worst_element >= 0) {
+            char where[160];
+            lacs_describe_element(v, o, worst.worst_element, where, sizeof where);
+            printf("      worst there: %s: expected %.10g, got %.10g, allowed error %.3g\n", where,
+                   worst.expected_value, worst.actual_value, worst.allowed_error);
+        }
+        int64_t sequence, position = position_in_sequence(layout, first, &sequence);
+        char chunk[256];
+        describe_chunk_position(position, chunk, sizeof chunk);
+        if (layout->cu_seqlens)
+            printf("      token %lld of the packed batch is t = %lld of sequence %lld: %s\n", (long long)first,
+                   (long long)position, (long long)sequence, chunk);
+        else
+            printf("      %s\n", chunk);
+    }
+    print_time_table(ratio_t, layout->T);
+    return 0;
+}
+
+/* checker/plot_error.py: $LACS_HOME/checker, else next to the executable's ../checker. */
+static int find_plot_script(const char *argv0, char *path, size_t size)
+{
+    const char *home = getenv("LACS_HOME");
+    if (home && *home) {
+        snprintf(path, size, "%s/checker/plot_error.py", home);
+    } else {
+        char executable[4096];
+        if (strchr(argv0, '/')) {
+            snprintf(executable, sizeof executable, "%s", argv0);
+        } else {
+            ssize_t n = readlink("/proc/self/exe", executable, sizeof executable - 1);
+            if (n < 0)
+                return cli_error("cannot find checker/plot_error.py: set LACS_HOME to the lacs source tree");
+            executable[n] = '\0';
+        }
+        snprintf(path, size, "%s/../checker/plot_error.py", dirname(executable));
+    }
+    if (access(path, R_OK) != 0)
+        return cli_error("cannot find %s: set LACS_HOME to the lacs source tree", path);
+    return 0;
+}
+
+/* Writes `t,ratio` lines to a temporary file and runs the plot script on it. */
+static int plot(const char *argv0, const lacs_vector *v, const char *impl, const char *output_name,
+                const double *ratio_t, int64_t T, const char *png)
+{
+    char script[4096];
+    if (find_plot_script(argv0, script, sizeof script) != 0)
+        return CLI_EXIT_USAGE;
+    const char *tmpdir = getenv("TMPDIR");
+    char data[4096];
+    snprintf(data, sizeof data, "%s/lacs-explain-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    int fd = mkstemp(data);
+    if (fd < 0)
+        return cli_error("cannot create a temporary file for the plot data: %s", strerror(errno));
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        remove(data);
+        return cli_error("cannot write the plot data: %s", strerror(errno));
+    }
+    fprintf(f, "# case %s\n# output %s\n# impl %s\n# tier %s\nt,ratio\n", v->id, output_name, impl, v->tier);
+    for (int64_t t = 0; t < T; t++)
+        fprintf(f, "%lld,%.17g\n", (long long)t, ratio_t[t]);
+    if (fclose(f) != 0) {
+        remove(data);
+        return cli_error("cannot write the plot data %s: %s", data, strerror(errno));
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        remove(data);
+        return cli_error("cannot fork to run %s: %s", script, strerror(errno));
+    }
+    if (pid == 0) {
+        char *args[] = {"/usr/bin/python3", script, data, (char *)png, NULL};
+        execv(args[0], args);
+        fprintf(stderr, "lacs: cannot run /usr/bin/python3: %s\n", strerror(errno));
+        _exit(CLI_EXIT_USAGE);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    remove(data);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        printf("plot       %s\n", png);
+        return 0;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == CLI_EXIT_USAGE)
+        return CLI_EXIT_USAGE; /* the script said why, in one line */
+    return cli_error("%s failed (%s %d) drawing %s", script, WIFEXITED(status) ? "exit status" : "signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), png);
+}
+
+/* Runs impl on v and explains its outputs. Returns the exit status. */
+static int explain_run(const lacs_vector *v, const cli_impl *impl, const char *png, const char *argv0)
+{
+    cli_task task = {.impl = impl, .op = v->op, .inputs = v->inputs, .n_inputs = v->n_inputs, .params = v->params,
+                     .n_params = v->n_params, .outputs = v->expected, .n_outputs = v->n_outputs, .vector = v};
+    cli_child child;
+    if (cli_child_start(&child, &task, EXPLAIN_TIMEOUT_SECONDS) == 0)
+        cli_child_wait(&child);
+    cli_child_unblock();
+    cli_result r;
+    cli_result_init(&r, v->id, v->op, v->tier);
+    cli_result_from_child(&r, v, &child);
+
+    printf("\nimpl       %s\n", impl->spec);
+    int status = r.status == CLI_FAIL ? CLI_EXIT_FAILED : 0;
+    double *ratio_t = NULL;
+    int plotted_output = -1;
+    for (int i = 0; i < r.n_outputs; i++) {
+        char ratio[32], where[1024];
+        cli_format_ratio(r.outputs[i].ratio, ratio, sizeof ratio);
+        cli_describe_output(&r, i, where, sizeof where);
+        printf("output     %s: ratio %s; worst %s\n", r.outputs[i].name, ratio, where);
+        if (v->layout[i].kind != LACS_LAYOUT_SEQUENCE || v->layout[i].T < 1)
+            continue;
+        double *over_time = malloc((size_t)v->layout[i].T * sizeof *over_time);
+        if (!over_time) {
+            status = cli_error("out of memory");
+            break;
+        }
+        if (explain_over_time(v, i, child.outputs, over_time) == 0 && plotted_output < 0) {
+            ratio_t = over_time;
+            plotted_output = i;
+        } else {
+            free(over_time);
+        }
+    }
+    printf("\n");
+    cli_print_result(stdout, &r, 0);
+    if (png && status != CLI_EXIT_USAGE) {
+        int rc;
+        if (r.n_outputs == 0)
+            rc = cli_error("explain: nothing to plot: %s", r.message ? r.message : "the implementation gave no output");
+        else if (plotted_output < 0)
+            rc = cli_error("explain: nothing to plot: %s has no output over time (t)", v->id);
+        else
+            rc = plot(argv0, v, impl->spec, r.outputs[plotted_output].name, ratio_t, v->layout[plotted_output].T,
+                      png);
+        if (rc != 0)
+            status = rc;
+    }
+    free(ratio_t);
+    cli_result_free(&r);
+    cli_child_free(&child);
+    return status;
+}
+
+int cli_explain(int argc, char **argv, const char *argv0)
+{
+    const char *name = NULL, *impl_spec = NULL, *vectors = NULL, *png = NULL;
+    int force = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *value;
+        int got;
+        if (cli_is_help(argv[i])) {
+            fputs(explain_usage, stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--force") == 0) {
+            force = 1;
+        } else if ((got = cli_option_value(argc, argv, &i, "--impl", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            impl_spec = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--vectors", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            vectors = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--plot", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            png = value;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return cli_error("explain: unknown option '%s' (see lacs explain --help)", argv[i]);
+        } else if (!name) {
+            name = argv[i];
+        } else {
+            return cli_error("explain: one case at a time ('%s' and '%s')", name, argv[i]);
+        }
+    }
+    if (!name)
+        return cli_error("explain: which case? (lacs explain CASE; lacs list shows them)");
+    if (png && !impl_spec)
+        return cli_error("explain: --plot draws an implementation's error: give --impl IMPL");
+    if (png && !force && access(png, F_OK) == 0)
+        return cli_error("'%s' exists: use --force to replace it", png);
+
+    char path[4096];
+    if (resolve_case(name, vectors, path, sizeof path) != 0)
+        return CLI_EXIT_USAGE;
+    cli_impl impl;
+    if (impl_spec && cli_impl_open(impl_spec, &impl) != 0)
+        return CLI_EXIT_USAGE;
+    static lacs_vector v;
+    if (lacs_vector_load(path, &v) != LACS_OK) {
+        lacs_vector_free(&v);
+        if (impl_spec)
+            cli_impl_close(&impl);
+        return cli_error("%s", lacs_last_error());
+    }
+    print_case(&v);
+    int status = 0;
+    if (impl_spec) {
+        status = explain_run(&v, &impl, png, argv0);
+        cli_impl_close(&impl);
+    }
+    lacs_vector_free(&v);
+    return status;
+}

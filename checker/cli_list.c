@@ -1,0 +1,86 @@
+/* lacs list [--op OP] [--tier fp32|bf16] [--vectors DIR]: the cases found
+ * under the vectors directory (id, flags, reason), then the implementations
+ * `check` accepts. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char list_usage[] =
+    "usage: lacs list [--op OP[,OP...]] [--tier fp32|bf16] [--vectors DIR]\n"
+    "\n"
+    "Lists the cases under DIR/<op>/*.safetensors (id, flags, reason), sorted by id,\n"
+    "then the implementations that lacs check accepts.\n"
+    "  --op OP        only this op (repeatable, or comma-separated)\n"
+    "  --tier TIER    only fp32 or bf16 cases\n"
+    "  --vectors DIR  default ./vectors/core, else $LACS_VECTORS\n";
+
+static void print_implementations(void)
+{
+    printf("\nimplementations (--impl):\n");
+    printf("  %-34s  %s\n", "builtin:reference", "the double reference, rounded to F32 outputs (lacs_impl_reference)");
+    printf("  %-34s  %s\n", "builtin:cpu", "not available yet (issue 6)");
+    printf("  %-34s  %s\n", "builtin:cuda", "not available yet (issue 7)");
+    printf("  %-34s  %s\n", "PATH.so", "a shared library exporting lacs_plugin_run (ABI v1, include/lacs/plugin.h)");
+    printf("  %-34s  %s\n", "python:FILE_OR_MODULE:FUNCTION",
+           "a Python function, run by PYTHONPATH=python /usr/bin/python3 -m lacs check");
+}
+
+int cli_list(int argc, char **argv)
+{
+    cli_filter filter = {0};
+    const char *vectors = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *value;
+        int got;
+        if (cli_is_help(argv[i])) {
+            fputs(list_usage, stdout);
+            return 0;
+        }
+        if ((got = cli_option_value(argc, argv, &i, "--op", &value)) != 0) {
+            if (got < 0 || cli_filter_add_ops(&filter, value) != 0)
+                return CLI_EXIT_USAGE;
+        } else if ((got = cli_option_value(argc, argv, &i, "--tier", &value)) != 0) {
+            if (got < 0 || cli_check_tier(value) != 0)
+                return CLI_EXIT_USAGE;
+            filter.tier = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--vectors", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            vectors = value;
+        } else {
+            return cli_error("list: unknown argument '%s' (see lacs list --help)", argv[i]);
+        }
+    }
+    const char *dir = cli_vectors_dir(vectors);
+    if (!dir)
+        return CLI_EXIT_USAGE;
+    cli_case *cases;
+    int n;
+    if (cli_find_cases(dir, &filter, &cases, &n) != 0)
+        return CLI_EXIT_USAGE;
+
+    int id_width = 2, flags_width = 5;
+    for (int i = 0; i < n; i++) {
+        int id_length = (int)strlen(cases[i].id), flags_length = (int)strlen(cases[i].flags);
+        id_width = id_length > id_width ? id_length : id_width;
+        flags_width = flags_length > flags_width ? flags_length : flags_width;
+    }
+    printf("%d case%s under %s\n", n, n == 1 ? "" : "s", dir);
+    if (n > 0)
+        printf("  %-*s  %-*s  %s\n", id_width, "id", flags_width, "flags", "reason");
+    for (int i = 0; i < n; i++) {
+        cli_case *c = &cases[i];
+        /* One word per column: the flags joined by commas. */
+        for (char *p = c->flags; *p; p++)
+            if (*p == ' ')
+                *p = ',';
+        if (c->loads)
+            printf("  %-*s  %-*s  %s\n", id_width, c->id, flags_width, c->flags, c->reason);
+        else
+            printf("  %-*s  %-*s  cannot be loaded: %s\n", id_width, c->id, flags_width, "?", c->reason);
+    }
+    cli_free_cases(cases, n);
+    print_implementations();
+    return 0;
+}

@@ -1,0 +1,227 @@
+/* lacs CLI: the machine-readable reports of `lacs check` (--json, --junit)
+ * and `lacs compare --json`.
+ *
+ * JSON: {"lacs_version", "impl", "vectors", "summary": {"passed", "failed",
+ * "skipped"}, "cases": [{"id", "op", "tier", "status", "ratio" (null when
+ * skipped or not finite), "ratio_text", "outputs": [...], "message",
+ * "seconds"}]}. JSON has no NaN or infinity: every non-finite number is null,
+ * its text in the neighbouring "..._text" field where it matters.
+ *
+ * JUnit: one <testsuite name="lacs">, one <testcase> per case (classname =
+ * op, name = id), <failure> for a FAIL, <skipped/> for a SKIP.
+ *
+ * Both are written to FILE.tmp and renamed onto FILE: a report is either
+ * whole or absent. They are outputs, so an existing FILE is replaced.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "lacs/types.h"
+
+static const char *status_text(cli_status status)
+{
+    return status == CLI_PASS ? "PASS" : status == CLI_SKIP ? "SKIP" : "FAIL";
+}
+
+static void add_number_or_null(cJSON *object, const char *name, double value)
+{
+    if (isfinite(value))
+        cJSON_AddNumberToObject(object, name, value);
+    else
+        cJSON_AddNullToObject(object, name);
+}
+
+static cJSON *output_json(const cli_result *r, int o)
+{
+    const lacs_output_check *out = &r->outputs[o];
+    char ratio[32];
+    cJSON *object = cJSON_CreateObject();
+    cJSON_AddStringToObject(object, "name", out->name);
+    add_number_or_null(object, "ratio", out->ratio);
+    cli_format_ratio(out->ratio, ratio, sizeof ratio);
+    cJSON_AddStringToObject(object, "ratio_text", ratio);
+    add_number_or_null(object, "normwise_ratio", out->normwise_ratio);
+    add_number_or_null(object, "elementwise_ratio", out->elementwise_ratio);
+    add_number_or_null(object, "normwise_error", out->normwise_error);
+    cJSON_AddNumberToObject(object, "worst_block", (double)out->worst_block);
+    cJSON_AddNumberToObject(object, "worst_element", (double)out->worst_element);
+    cJSON_AddStringToObject(object, "where", r->where[o]);
+    add_number_or_null(object, "expected", out->expected_value);
+    add_number_or_null(object, "actual", out->actual_value);
+    add_number_or_null(object, "allowed", out->allowed_error);
+    cJSON_AddNumberToObject(object, "nonfinite_mismatches", (double)out->nonfinite_mismatches);
+    return object;
+}
+
+static cJSON *case_json(const cli_result *r)
+{
+    cJSON *object = cJSON_CreateObject();
+    cJSON_AddStringToObject(object, "id", r->id);
+    cJSON_AddStringToObject(object, "op", r->op);
+    cJSON_AddStringToObject(object, "tier", r->tier);
+    cJSON_AddStringToObject(object, "status", status_text(r->status));
+    char ratio[32];
+    if (r->status == CLI_SKIP || (r->n_outputs == 0 && isnan(r->ratio))) {
+        cJSON_AddNullToObject(object, "ratio");
+        snprintf(ratio, sizeof ratio, "-");
+    } else {
+        add_number_or_null(object, "ratio", r->ratio);
+        cli_format_ratio(r->ratio, ratio, sizeof ratio);
+    }
+    cJSON_AddStringToObject(object, "ratio_text", ratio);
+    cJSON *outputs = cJSON_AddArrayToObject(object, "outputs");
+    for (int i = 0; i < r->n_outputs; i++)
+        cJSON_AddItemToArray(outputs, output_json(r, i));
+    if (r->message)
+        cJSON_AddStringToObject(object, "message", r->message);
+    else
+        cJSON_AddNullToObject(object, "message");
+    cJSON_AddNumberToObject(object, "seconds", r->seconds);
+    return object;
+}
+
+/* Writes text to path.tmp and renames it onto path. */
+static int write_replacing(const char *path, const char *what, const char *text)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        return cli_error("cannot write the %s report '%s': the path is too long", what, path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return cli_error("cannot write the %s report '%s': %s", what, tmp, strerror(errno));
+    int failed = fputs(text, f) < 0;
+    failed |= fclose(f) != 0;
+    if (failed) {
+        int saved = errno;
+        remove(tmp);
+        return cli_error("cannot write the %s report '%s': %s", what, tmp, strerror(saved));
+    }
+    if (rename(tmp, path) != 0) {
+        int saved = errno;
+        remove(tmp);
+        return cli_error("cannot write the %s report '%s': %s", what, path, strerror(saved));
+    }
+    return 0;
+}
+
+int cli_write_json(const char *path, const cli_run_summary *summary, const cli_result *results, int n)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "lacs_version", LACS_SPEC_VERSION);
+    cJSON_AddStringToObject(root, "impl", summary->impl);
+    cJSON_AddStringToObject(root, "vectors", summary->vectors);
+    if (summary->shard_count > 0) {
+        char shard[64];
+        snprintf(shard, sizeof shard, "%d/%d", summary->shard_index, summary->shard_count);
+        cJSON_AddStringToObject(root, "shard", shard);
+    }
+    cJSON *totals = cJSON_AddObjectToObject(root, "summary");
+    cJSON_AddNumberToObject(totals, "passed", summary->passed);
+    cJSON_AddNumberToObject(totals, "failed", summary->failed);
+    cJSON_AddNumberToObject(totals, "skipped", summary->skipped);
+    cJSON *cases = cJSON_AddArrayToObject(root, "cases");
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(cases, case_json(&results[i]));
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text)
+        return cli_error("cannot write the JSON report '%s': out of memory", path);
+    int rc = write_replacing(path, "JSON", text);
+    cJSON_free(text);
+    return rc;
+}
+
+/* Text as XML character data or attribute value: the five entities, and the
+ * control characters XML 1.0 forbids replaced by '?'. */
+static void put_xml_text(FILE *f, const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+        switch (*p) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&apos;", f); break;
+        default:
+            if (*p < 0x20 && *p != '\t' && *p != '\n' && *p != '\r')
+                fputc('?', f);
+            else
+                fputc(*p, f);
+        }
+    }
+}
+
+/* The failure's one-line summary: the ratio and where, or the message. */
+static void failure_text(const cli_result *r, char *buf, size_t size)
+{
+    int worst = cli_worst_output(r);
+    if (worst < 0) {
+        snprintf(buf, size, "%s", r->message ? r->message : "failed");
+        return;
+    }
+    char ratio[32], where[1024];
+    cli_format_ratio(r->ratio, ratio, sizeof ratio);
+    cli_describe_output(r, worst, where, sizeof where);
+    snprintf(buf, size, "ratio %s: %s%s%s", ratio, where, r->message ? "; " : "", r->message ? r->message : "");
+}
+
+int cli_write_junit(const char *path, const cli_run_summary *summary, const cli_result *results, int n)
+{
+    /* Built in memory (open_memstream is POSIX 2008), then written whole. */
+    char *text = NULL;
+    size_t length = 0;
+    FILE *f = open_memstream(&text, &length);
+    if (!f)
+        return cli_error("cannot write the JUnit report '%s': %s", path, strerror(errno));
+    double total_seconds = 0;
+    for (int i = 0; i < n; i++)
+        total_seconds += results[i].seconds;
+    fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
+    fprintf(f, "<testsuite name=\"lacs\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"%d\" time=\"%.6f\">\n",
+            n, summary->failed, summary->skipped, total_seconds);
+    fputs("  <properties>\n    <property name=\"impl\" value=\"", f);
+    put_xml_text(f, summary->impl);
+    fputs("\"/>\n    <property name=\"vectors\" value=\"", f);
+    put_xml_text(f, summary->vectors);
+    fprintf(f, "\"/>\n    <property name=\"lacs_version\" value=\"%s\"/>\n  </properties>\n", LACS_SPEC_VERSION);
+    for (int i = 0; i < n; i++) {
+        const cli_result *r = &results[i];
+        fputs("  <testcase classname=\"", f);
+        put_xml_text(f, r->op);
+        fputs("\" name=\"", f);
+        put_xml_text(f, r->id);
+        fprintf(f, "\" time=\"%.6f\"", r->seconds);
+        if (r->status == CLI_PASS) {
+            fputs("/>\n", f);
+            continue;
+        }
+        fputs(">\n", f);
+        if (r->status == CLI_SKIP) {
+            fputs("    <skipped message=\"", f);
+            put_xml_text(f, r->message ? r->message : "unsupported");
+            fputs("\"/>\n", f);
+        } else {
+            char message[2048];
+            failure_text(r, message, sizeof message);
+            fputs("    <failure message=\"", f);
+            put_xml_text(f, message);
+            fputs("\">", f);
+            put_xml_text(f, message);
+            fputs("</failure>\n", f);
+        }
+        fputs("  </testcase>\n", f);
+    }
+    fputs("</testsuite>\n", f);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        return cli_error("cannot write the JUnit report '%s': out of memory", path);
+    }
+    int rc = write_replacing(path, "JUnit", text);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,201 @@
+/* The gauge of the tolerance model (lacs/gauge.h, SPEC.md 11.2).
+ *
+ * A first-order, probabilistic error model in the manner of Higham and Mary's
+ * probabilistic rounding error analysis: a legitimate implementation's result
+ * is the exact result of slightly perturbed data (inputs, and for the fp32
+ * tier the state it rounds at each token), the perturbations independent,
+ * of relative size about u. The gauge measures how much the op's result moves
+ * under such perturbations, by running the reference on them; the checker
+ * scales it by the tier's u. It is computed, not derived by hand per op, so
+ * that every op (cancellation, conditioning, saturation) gets its own.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../reference/internal.h"
+#include "lacs/gauge.h"
+#include "lacs/ops.h"
+#include "lacs/prng.h"
+#include "lacs/safetensors.h"
+
+/* Parameters that are numbers an implementation rounds; form and convention are codes. */
+static int perturbed_param(const char *name)
+{
+    return strcmp(name, "scale") == 0 || strcmp(name, "eps") == 0 || strcmp(name, "cap") == 0;
+}
+
+static double random_sign(lacs_rng *rng, uint64_t *bits, int *left)
+{
+    if (*left == 0) {
+        *bits = lacs_rng_next(rng);
+        *left = 64;
+    }
+    double sign = (*bits & 1) ? 1.0 : -1.0;
+    *bits >>= 1;
+    (*left)--;
+    return sign;
+}
+
+/* The log gates (g [B, T, HV], gk [B, T, HV, K]) of the ops on sequences.
+ * Chunked and flash implementations exponentiate differences of prefix sums
+ * of the gates, kept in fp32 (fla's chunk_local_cumsum, FoX's cumulative
+ * gate): a gate then carries an absolute error of about u times the sum of
+ * |g| since the sum began, not u |g_t|. The gauge perturbs gate t by
+ * +- delta C_t, C_t the sum of |g_s| over the tokens s <= t of its sequence
+ * within a window: 64 tokens (a chunk) for the recurrent ops and MesaNet,
+ * the whole sequence for the attention forms (SPEC.md 11.2). Infinite gates
+ * (a hard reset) stay as they are and add nothing to the sums. */
+static int is_log_gate(const char *name)
+{
+    return strcmp(name, "g") == 0 || strcmp(name, "gk") == 0;
+}
+
+static void perturb_gates(const lacs_tensor *gate, const double *exact, double *x, const int64_t *cu_seqlens,
+                          int64_t n_offsets, int64_t window, lacs_rng *rng, uint64_t *bits, int *left)
+{
+    const int64_t B = gate->shape[0], T = gate->shape[1];
+    const int64_t lanes = lacs_tensor_count(gate) / (B * T > 0 ? B * T : 1); /* HV, or HV * K */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t lane = 0; lane < lanes; lane++) {
+            int64_t seq = 0, start = 0;
+            for (int64_t t = 0; t < T; t++) {
+                while (cu_seqlens && seq + 1 < n_offsets && cu_seqlens[seq + 1] <= t)
+                    start = cu_seqlens[++seq];
+                double sum = 0;
+                const int64_t first = t - window + 1 > start ? t - window + 1 : start;
+                for (int64_t s = first; s <= t; s++) {
+                    const double g = exact[(b * T + s) * lanes + lane];
+                    sum += isfinite(g) ? fabs(g) : 0;
+                }
+                const int64_t i = (b * T + t) * lanes + lane;
+                if (isfinite(exact[i]))
+                    x[i] = exact[i] + LACS_GAUGE_DELTA * sum * random_sign(rng, bits, left);
+            }
+        }
+}
+
+int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params,
+                       int n_params, const lacs_tensor *expected, int n_outputs, int state_noise, uint64_t seed,
+                       double **gauges)
+{
+    lacs_tensor perturbed[24], outs[LACS_OPS_MAX_OUTPUTS];
+    lacs_param moved[16];
+    double *sum[LACS_OPS_MAX_OUTPUTS] = {0};
+    int64_t *valid[LACS_OPS_MAX_OUTPUTS] = {0};
+    int rc = LACS_OK;
+    if (n_inputs > 24 || n_params > 16 || n_outputs > LACS_OPS_MAX_OUTPUTS)
+        return lacs_internal_error(LACS_ERR_PARAM, op, "gauge: too many tensors");
+    memset(perturbed, 0, sizeof perturbed);
+    memset(outs, 0, sizeof outs);
+    for (int i = 0; i < n_inputs && rc == LACS_OK; i++) {
+        perturbed[i] = inputs[i];
+        if (inputs[i].dtype == LACS_I64)
+            continue;
+        perturbed[i].dtype = LACS_F64;
+        perturbed[i].data = malloc((size_t)lacs_tensor_count(&inputs[i]) * sizeof(double) + 8);
+        if (!perturbed[i].data)
+            rc = LACS_ERR_MEMORY;
+    }
+    for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
+        const int64_t n = lacs_tensor_count(&expected[o]);
+        outs[o] = expected[o];
+        outs[o].data = malloc((size_t)n * sizeof(double) + 8);
+        sum[o] = calloc((size_t)n + 1, sizeof(double));
+        valid[o] = calloc((size_t)n + 1, sizeof(int64_t));
+        if (!outs[o].data || !sum[o] || !valid[o])
+            rc = LACS_ERR_MEMORY;
+    }
+    const lacs_op_info *info = lacs_op_find(op);
+    const int64_t *cu_seqlens = NULL;
+    int64_t n_offsets = 0;
+    for (int i = 0; i < n_inputs; i++)
+        if (strcmp(inputs[i].name, "cu_seqlens") == 0) {
+            cu_seqlens = inputs[i].data;
+            n_offsets = lacs_tensor_count(&inputs[i]);
+        }
+    lacs_rng rng = lacs_rng_stream(seed, "gauge");
+    for (int s = 0; s < LACS_GAUGE_SAMPLES && rc == LACS_OK; s++) {
+        uint64_t bits = 0;
+        int left = 0;
+        for (int i = 0; i < n_inputs; i++) {
+            if (inputs[i].dtype == LACS_I64)
+                continue;
+            const int64_t n = lacs_tensor_count(&inputs[i]);
+            double *x = perturbed[i].data;
+            lacs_values_to_double(inputs[i].dtype, inputs[i].data, n, x);
+            if (info && info->family != LACS_FAMILY_NORM && is_log_gate(inputs[i].name) && inputs[i].ndim >= 3) {
+                double *exact = malloc((size_t)n * sizeof(double) + 8);
+                if (!exact) {
+                    rc = LACS_ERR_MEMORY;
+                    break;
+                }
+                memcpy(exact, x, (size_t)n * sizeof(double));
+                const int64_t window = info->family == LACS_FAMILY_ATTENTION ? inputs[i].shape[1] : 64;
+                perturb_gates(&inputs[i], exact, x, cu_seqlens, n_offsets, window, &rng, &bits, &left);
+                free(exact);
+                continue;
+            }
+            for (int64_t j = 0; j < n; j++)
+                x[j] *= 1 + LACS_GAUGE_DELTA * random_sign(&rng, &bits, &left);
+        }
+        if (rc != LACS_OK)
+            break;
+        for (int p = 0; p < n_params; p++) {
+            moved[p] = params[p];
+            if (perturbed_param(params[p].name))
+                moved[p].value *= 1 + LACS_GAUGE_DELTA * random_sign(&rng, &bits, &left);
+        }
+        lacs_internal_state_noise(state_noise, lacs_rng_next(&rng), LACS_GAUGE_DELTA);
+        rc = lacs_reference_run(op, perturbed, n_inputs, moved, n_params, outs, n_outputs, 0);
+        lacs_internal_state_noise(0, 0, 0);
+        for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
+            const double *y = expected[o].data, *ys = outs[o].data;
+            for (int64_t j = 0; j < lacs_tensor_count(&expected[o]); j++) {
+                const double d = (ys[j] - y[j]) / LACS_GAUGE_DELTA;
+                if (isfinite(d)) { /* a perturbation that overflows says nothing first-order */
+                    sum[o][j] += d * d;
+                    valid[o][j]++;
+                }
+            }
+        }
+    }
+    for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
+        const double *y = expected[o].data;
+        for (int64_t j = 0; j < lacs_tensor_count(&expected[o]); j++) {
+            const double spread = valid[o][j] ? sum[o][j] / (double)valid[o][j] : 0;
+            gauges[o][j] = isfinite(y[j]) ? sqrt(spread + y[j] * y[j]) : 0;
+        }
+    }
+    for (int i = 0; i < n_inputs; i++)
+        if (inputs[i].dtype != LACS_I64)
+            free(perturbed[i].data);
+    for (int o = 0; o < n_outputs; o++) {
+        free(outs[o].data);
+        free(sum[o]);
+        free(valid[o]);
+    }
+    return rc == LACS_ERR_MEMORY ? lacs_internal_error(rc, op, "gauge: out of memory") : rc;
+}
+
+double lacs_gauge_length_factor(const char *op, const char *output, int fp32, int64_t K, int64_t longest_sequence,
+                                int64_t rows, int64_t dim)
+{
+    if (!fp32)
+        return 1;
+    const lacs_op_info *info = lacs_op_find(op);
+    int64_t n = 1;
+    if (!info)
+        return 1;
+    if (info->family == LACS_FAMILY_ATTENTION)
+        n = K > longest_sequence ? K : longest_sequence;
+    else if (info->family != LACS_FAMILY_NORM)
+        n = K;
+    else if (strcmp(output, "dweight") == 0 || strcmp(output, "dbias") == 0)
+        n = rows;
+    else if (strcmp(output, "dalpha") == 0 || strcmp(output, "dC") == 0 || strcmp(output, "dcap") == 0)
+        n = rows * dim;
+    else if (strncmp(op, "rmsnorm", 7) == 0 || strncmp(op, "l2norm", 6) == 0)
+        n = dim;
+    return sqrt((double)(n > 1 ? n : 1));
+}

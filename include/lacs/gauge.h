@@ -1,0 +1,47 @@
+/* lacs: the per-element gauge of the tolerance model (SPEC.md 11.2).
+ *
+ * For each golden y the generator stores a gauge g of the same shape (F32
+ * tensor `gauge.<output>`): the size of the rounding error a legitimate
+ * implementation of the tier makes in each element, in units of the tier's
+ * unit roundoff. The checker (lacs/check.h) allows c u L (g + floor).
+ */
+#ifndef LACS_GAUGE_H
+#define LACS_GAUGE_H
+
+#include <stdint.h>
+
+#include "lacs/plugin.h"
+
+/* The constants of the tolerance model (SPEC.md 11.3), written into every
+ * vector's metadata by the generator; the checker reads them from there. */
+#define LACS_TOLERANCE_NORMWISE_FACTOR 6.0
+#define LACS_TOLERANCE_ELEMENTWISE_FACTOR 24.0
+#define LACS_TOLERANCE_FLOOR_FRACTION 0.0625
+
+/* Samples of the perturbation and its relative size (SPEC.md 11.2). */
+#define LACS_GAUGE_SAMPLES 16
+#define LACS_GAUGE_DELTA 0x1p-30
+
+/* The gauge of every output of `op` on `inputs` with `params`: for each of
+ * LACS_GAUGE_SAMPLES runs of the reference (double), every floating-point input
+ * element and the parameters scale, eps and cap are multiplied by 1 +- delta
+ * (random signs from the stream of `seed`), and, with `state_noise` (the fp32
+ * tier), every element of a recurrent state after each token too (reference/
+ * noise.c). Then, per element, g = sqrt(mean_s ((y_s - y) / delta)^2 + y^2):
+ * the spread of the perturbed results plus one rounding of the output itself;
+ * 0 where y is not finite. `expected` are the goldens (F64, as computed);
+ * gauges[i] receives lacs_tensor_count(&expected[i]) values. */
+int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params,
+                       int n_params, const lacs_tensor *expected, int n_outputs, int state_noise, uint64_t seed,
+                       double **gauges);
+
+/* The length factor L of output `output` of `op` (SPEC.md 11.3): in the fp32
+ * tier sqrt(n), n the longest sum that makes one element (K for the recurrent
+ * ops and the states, max(K, the longest sequence) for attention, dim for the
+ * norms that reduce a row, rows for dweight and dbias, rows * dim for dalpha,
+ * dC and dcap, 1 for an element-wise output); 1 in the bf16 tier, whose
+ * error is that of storing values in bf16, not of summing in fp32. */
+double lacs_gauge_length_factor(const char *op, const char *output, int fp32, int64_t K, int64_t longest_sequence,
+                                int64_t rows, int64_t dim);
+
+#endif

@@ -1,0 +1,402 @@
+"""python3 -m lacs: the Python harness's command line.
+
+  python3 -m lacs check --impl python:FILE_OR_MODULE:FUNCTION [--op OP ...] [--tier fp32|bf16]
+                        [--vectors DIR] [--json FILE] [--junit FILE] [--shard I/N] [--quiet | --verbose]
+  python3 -m lacs list [--op OP ...] [--tier fp32|bf16] [--vectors DIR]
+
+The same commands, output and exit codes as `build/lacs check` and `build/lacs
+list` (checker/cli_*.c), for implementations written in Python (lacs/check.py
+says what such a function takes and returns). Exit 0: nothing failed and at
+least one case passed; 1: something failed, or every case was skipped; 2: a
+user error, printed as one line `lacs: <problem>` on stderr.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+from . import check
+from .check import FAIL, PASS, SKIP, HarnessError
+
+DETAIL_INDENT = " " * 6
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with errors as one line `lacs: <problem>` and exit 2."""
+
+    def error(self, message):
+        raise HarnessError(message)
+
+
+def _parser():
+    parser = _Parser(prog="python3 -m lacs", description="The lacs harness for Python implementations.")
+    commands = parser.add_subparsers(dest="command", metavar="{check,list}", parser_class=_Parser)
+
+    def filters(p):
+        p.add_argument("--op", action="append", metavar="OP",
+                       help="only this op (repeatable, or comma-separated)")
+        p.add_argument("--tier", metavar="TIER", help="only fp32 or bf16 cases")
+        p.add_argument("--vectors", metavar="DIR", help="default ./vectors/core, else $LACS_VECTORS")
+
+    run = commands.add_parser(
+        "check", help="run a Python implementation on the golden vectors",
+        description="Runs FUNCTION(op, inputs, params) on every case and compares its outputs with the "
+                    "goldens through the C checker (liblacs.so). One line per case: "
+                    "`PASS  0.0123    delta_rule-fp32-t64` (status, worst error/allowed ratio, id; 1 is the "
+                    "limit), and under a FAIL, where and why. Ends with `N passed, M failed, K skipped`.")
+    run.add_argument("--impl", metavar="python:FILE_OR_MODULE:FUNCTION",
+                     help="fn(op, inputs, params) -> {output: array}; raise NotImplementedError or "
+                          "return None to skip a case")
+    filters(run)
+    run.add_argument("--json", metavar="FILE", help="write a JSON report (replacing FILE)")
+    run.add_argument("--junit", metavar="FILE", help="write a JUnit XML report (replacing FILE)")
+    run.add_argument("--shard", metavar="I/N", help="only the cases whose index in the filtered list is I-1 mod N")
+    run.add_argument("--quiet", action="store_true", help="print only failures and the closing line")
+    run.add_argument("--verbose", action="store_true",
+                     help="print every output's ratio, the time of each case and the traceback of an exception")
+
+    listing = commands.add_parser("list", help="list the cases and the implementations",
+                                  description="Lists the cases under DIR/<op>/*.safetensors (id, flags, "
+                                              "reason), sorted by id, then the implementations.")
+    filters(listing)
+    return parser
+
+
+def _ops(values):
+    """--op values, repeatable and comma-separated, in order, without repeats."""
+    ops = []
+    for value in values or ():
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        if not names:
+            raise HarnessError("--op needs an op name")
+        ops.extend(name for name in names if name not in ops)
+    return ops
+
+
+def _shard(text):
+    """(I, N) from "I/N", 1 <= I <= N."""
+    if text is None:
+        return None
+    i, sep, n = text.partition("/")
+    if sep and i.isdigit() and n.isdigit() and 1 <= int(i) <= int(n) <= 1000000:
+        return int(i), int(n)
+    raise HarnessError(f"bad --shard '{text}': expected I/N with 1 <= I <= N")
+
+
+def _find(library, args, ops):
+    directory = check.vectors_dir(args.vectors)
+    return directory, check.find_cases(library, directory, ops, args.tier)
+
+
+# ---- list ----
+
+def command_list(args):
+    library = check.Library()
+    ops = _ops(args.op)
+    check.check_filters(library, ops, args.tier)
+    directory, cases = _find(library, args, ops)
+    id_width = max([2] + [len(c.id) for c in cases])
+    flags_width = max([5] + [len(",".join(c.flags)) for c in cases])
+    print(f"{len(cases)} case{'' if len(cases) == 1 else 's'} under {directory}")
+    if cases:
+        print(f"  {'id':<{id_width}}  {'flags':<{flags_width}}  reason")
+    for case in cases:
+        if case.error is None:
+            print(f"  {case.id:<{id_width}}  {','.join(case.flags):<{flags_width}}  {case.reason}")
+        else:
+            print(f"  {case.id:<{id_width}}  {'?':<{flags_width}}  cannot be loaded: {case.error}")
+    print("\nimplementations (--impl):")
+    for name, what in (("builtin:reference", "the double reference, run by build/lacs check"),
+                       ("builtin:cpu", "not available yet (issue 6)"),
+                       ("builtin:cuda", "not available yet (issue 7)"),
+                       ("PATH.so", "a shared library exporting lacs_plugin_run (ABI v1, include/lacs/plugin.h), "
+                                   "run by build/lacs check"),
+                       ("python:FILE_OR_MODULE:FUNCTION", "a Python function, run by this harness "
+                                                          "(PYTHONPATH=python /usr/bin/python3 -m lacs check)")):
+        print(f"  {name:<34}  {what}")
+    return 0
+
+
+# ---- check ----
+
+def ratio_text(ratio):
+    """3 significant digits, `inf` or `nan` (checker/cli_result.c's cli_format_ratio)."""
+    if math.isnan(ratio):
+        return "nan"
+    if math.isinf(ratio):
+        return "inf"
+    return f"{ratio:.3g}"
+
+
+def case_ratio_text(result):
+    """The ratio column: `-` for a SKIP and for a FAIL that compared nothing."""
+    if result.status == SKIP or result.ratio is None:
+        return "-"
+    return ratio_text(result.ratio)
+
+
+def _worst_output(result):
+    """The output with the largest ratio (a NaN counts as the worst), or None."""
+    worst = None
+    for output in result.outputs:
+        if worst is None or math.isnan(output.ratio) or \
+                (not math.isnan(worst.ratio) and output.ratio > worst.ratio):
+            worst = output
+        if math.isnan(output.ratio):
+            break
+    return worst
+
+
+def describe_output(output):
+    """Where an output is worst, its values there, the allowed error and both
+    ratios (checker/cli_result.c's cli_describe_output)."""
+    text = (f"{output.where}: expected {output.expected:.10g}, got {output.actual:.10g}, "
+            f"allowed error {output.allowed:.3g}; normwise ratio {ratio_text(output.normwise_ratio)}, "
+            f"elementwise ratio {ratio_text(output.elementwise_ratio)}")
+    if output.nonfinite_mismatches > 0:
+        text += (f"; {output.nonfinite_mismatches} element(s) non-finite where the golden is not, "
+                 "or the reverse")
+    return text
+
+
+def failure_detail(result):
+    """The line under a FAIL (without its indent): the worst output, the others
+    over the limit, the message; or the message alone."""
+    worst = _worst_output(result)
+    if worst is None:
+        return result.message or "failed"
+    text = describe_output(worst)
+    others = [f"{o.name} ({ratio_text(o.ratio)})" for o in result.outputs
+              if o is not worst and not o.ratio <= 1]
+    if others:
+        text += "; also over the limit: " + ", ".join(others)
+    if result.message:
+        text += f"; {result.message}"
+    return text
+
+
+def print_result(result, verbose):
+    print(f"{result.status}  {case_ratio_text(result):<8}  {result.case.id}")
+    if result.status == FAIL:
+        print(DETAIL_INDENT + failure_detail(result))
+    if not verbose:
+        return
+    if result.status == SKIP and result.message:
+        print(DETAIL_INDENT + result.message)
+    for line in (result.traceback or "").rstrip().splitlines():
+        print(DETAIL_INDENT + line)
+    for output in result.outputs:
+        print(f"{DETAIL_INDENT}{output.name} ratio {ratio_text(output.ratio)}; worst {describe_output(output)}")
+    print(f"{DETAIL_INDENT}{result.seconds:.3f} s")
+
+
+class _Progress:
+    """`[i/n] id` on stderr, overwritten in place, when stderr is a terminal."""
+
+    def __init__(self):
+        self.enabled = sys.stderr.isatty()
+        self.shown = False
+
+    def draw(self, text):
+        if self.enabled:
+            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.flush()
+            self.shown = True
+
+    def erase(self):
+        if self.enabled and self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def command_check(args):
+    if not args.impl:
+        raise HarnessError("check: --impl IMPL is required (python:FILE_OR_MODULE:FUNCTION)")
+    if args.quiet and args.verbose:
+        raise HarnessError("check: --quiet and --verbose exclude each other")
+    shard = _shard(args.shard)
+    library = check.Library()
+    ops = _ops(args.op)
+    check.check_filters(library, ops, args.tier)
+    directory = check.vectors_dir(args.vectors)
+    fn = check.load_impl(args.impl)  # after the cheap checks: importing torch takes seconds
+    cases = check.find_cases(library, directory, ops, args.tier)
+    matching = len(cases)
+    if shard is not None:
+        cases = check.shard(cases, *shard)
+    if not cases:
+        if matching == 0:
+            raise HarnessError(f"no case under '{directory}' matches the filters"
+                               + (" (--op, --tier)" if ops or args.tier else ""))
+        raise HarnessError(f"shard {shard[0]}/{shard[1]} of the {matching} matching cases is empty")
+
+    progress = _Progress()
+    results = []
+    try:
+        for index, case in enumerate(cases, 1):
+            progress.draw(f"[{index}/{len(cases)}] {case.id}")
+            result = check.run_case(library, fn, case)
+            results.append(result)
+            if args.quiet and result.status != FAIL:
+                continue
+            progress.erase()
+            print_result(result, args.verbose)
+            sys.stdout.flush()
+    finally:
+        progress.erase()
+
+    counts = {status: sum(r.status == status for r in results) for status in (PASS, FAIL, SKIP)}
+    closing = f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped"
+    if shard is not None:
+        closing += f" (shard {shard[0]}/{shard[1]})"
+    print(closing)
+    sys.stdout.flush()
+    status = 0 if counts[FAIL] == 0 and counts[PASS] > 0 else 1
+    if counts[FAIL] == 0 and counts[PASS] == 0:
+        print(f"lacs: no case ran: {args.impl} skipped every one of the {len(results)} cases", file=sys.stderr)
+    report = {"impl": args.impl, "vectors": directory, "shard": shard, "counts": counts}
+    if args.json:
+        _write_report(args.json, "JSON", json_report(report, results))
+    if args.junit:
+        _write_report(args.junit, "JUnit", junit_report(report, results))
+    return status
+
+
+# ---- reports (the structure of checker/cli_report.c's) ----
+
+def _number(x):
+    """A JSON number, or null for NaN and infinities (JSON has none)."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _output_json(o):
+    return {
+        "name": o.name,
+        "ratio": _number(o.ratio),
+        "ratio_text": ratio_text(o.ratio),
+        "normwise_ratio": _number(o.normwise_ratio),
+        "elementwise_ratio": _number(o.elementwise_ratio),
+        "normwise_error": _number(o.normwise_error),
+        "worst_block": o.worst_block,
+        "worst_element": o.worst_element,
+        "where": o.where,
+        "expected": _number(o.expected),
+        "actual": _number(o.actual),
+        "allowed": _number(o.allowed),
+        "nonfinite_mismatches": o.nonfinite_mismatches,
+    }
+
+
+def json_report(report, results):
+    """{"lacs_version", "impl", "vectors", ["shard"], "summary", "cases"}; every
+    non-finite number is null, its text in "ratio_text"."""
+    root = {"lacs_version": check.SPEC_VERSION, "impl": report["impl"], "vectors": report["vectors"]}
+    if report["shard"] is not None:
+        root["shard"] = "%d/%d" % report["shard"]
+    counts = report["counts"]
+    root["summary"] = {"passed": counts[PASS], "failed": counts[FAIL], "skipped": counts[SKIP]}
+    root["cases"] = [{
+        "id": r.case.id,
+        "op": r.case.op,
+        "tier": r.case.tier,
+        "status": r.status,
+        "ratio": None if r.status == SKIP or r.ratio is None else _number(r.ratio),
+        "ratio_text": case_ratio_text(r),
+        "outputs": [_output_json(o) for o in r.outputs],
+        "message": r.message,
+        "seconds": r.seconds,
+    } for r in results]
+    return json.dumps(root, indent="\t") + "\n"
+
+
+def _xml(text):
+    """Text as XML character data or attribute value: the five entities, and
+    the control characters XML 1.0 forbids replaced by '?'."""
+    entities = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&apos;"}
+    return "".join(entities.get(c, "?" if ord(c) < 0x20 and c not in "\t\n\r" else c) for c in text)
+
+
+def _failure_text(result):
+    """The failure's one-line summary: the ratio and where, or the message."""
+    worst = _worst_output(result)
+    if worst is None:
+        return result.message or "failed"
+    text = f"ratio {ratio_text(result.ratio)}: {describe_output(worst)}"
+    return text + (f"; {result.message}" if result.message else "")
+
+
+def junit_report(report, results):
+    """One <testsuite name="lacs">, a <testcase classname=op name=id> per case,
+    <failure> for a FAIL (with the traceback of an exception), <skipped/> for
+    a SKIP."""
+    counts = report["counts"]
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>',
+             f'<testsuite name="lacs" tests="{len(results)}" failures="{counts[FAIL]}" errors="0" '
+             f'skipped="{counts[SKIP]}" time="{sum(r.seconds for r in results):.6f}">',
+             "  <properties>",
+             f'    <property name="impl" value="{_xml(report["impl"])}"/>',
+             f'    <property name="vectors" value="{_xml(report["vectors"])}"/>',
+             f'    <property name="lacs_version" value="{check.SPEC_VERSION}"/>',
+             "  </properties>"]
+    for r in results:
+        opening = f'  <testcase classname="{_xml(r.case.op)}" name="{_xml(r.case.id)}" time="{r.seconds:.6f}"'
+        if r.status == PASS:
+            lines.append(opening + "/>")
+            continue
+        lines.append(opening + ">")
+        if r.status == SKIP:
+            lines.append(f'    <skipped message="{_xml(r.message or "unsupported")}"/>')
+        else:
+            message = _failure_text(r)
+            body = message + ("\n" + r.traceback if r.traceback else "")
+            lines.append(f'    <failure message="{_xml(message)}">{_xml(body)}</failure>')
+        lines.append("  </testcase>")
+    lines.append("</testsuite>")
+    return "\n".join(lines) + "\n"
+
+
+def _write_report(path, what, text):
+    """Writes path.tmp, then renames it onto path: a report is whole or absent,
+    and an existing one is replaced."""
+    temporary = path + ".tmp"
+    try:
+        with open(temporary, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    except OSError as e:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        raise HarnessError(f"cannot write the {what} report '{path}': {e.strerror or e}") from None
+
+
+def main(argv=None):
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "check":
+            return command_check(args)
+        if args.command == "list":
+            return command_list(args)
+        parser.print_help()
+        return 2
+    except HarnessError as e:
+        sys.stdout.flush()
+        print(f"lacs: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, and keep Python from
+        # complaining again when it flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print("\nlacs: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

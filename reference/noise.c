@@ -1,0 +1,31 @@
+/* The rounding-noise model of the tolerance gauge (SPEC.md 11.2).
+ *
+ * An fp32 implementation rounds its recurrent state at every token; the gauge
+ * (generators/gauge.c) models that by running the reference with every state
+ * element multiplied by (1 +- delta), the sign drawn at random, after each
+ * update (REFI(state_add_outer) calls lacs_internal_perturb_state). Off unless
+ * the gauge turns it on for its own thread; never on when a golden is computed.
+ */
+#include "internal.h"
+
+static _Thread_local int noise_on;
+static _Thread_local lacs_rng noise_rng;
+static _Thread_local double noise_delta;
+
+void lacs_internal_state_noise(int on, uint64_t seed, double delta)
+{
+    noise_on = on;
+    noise_rng = lacs_rng_seed(seed);
+    noise_delta = delta;
+}
+
+void lacs_internal_perturb_state(double *x, int64_t n)
+{
+    if (!noise_on)
+        return;
+    for (int64_t i = 0; i < n; i += 64) {
+        uint64_t bits = lacs_rng_next(&noise_rng);
+        for (int64_t j = i; j < n && j < i + 64; j++)
+            x[j] *= (bits >> (j - i)) & 1 ? 1 + noise_delta : 1 - noise_delta;
+    }
+}

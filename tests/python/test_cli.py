@@ -1,0 +1,450 @@
+"""The `lacs` command-line checker ($LACS_BUILD/lacs), run as a user would.
+
+The example plugins under tests/plugins/ (built into $LACS_BUILD/plugins/)
+are written from include/lacs/plugin.h alone: good_plugin (linear attention in
+binary32: PASSes linear_attn, SKIPs the rest), wrong_plugin (ignores scale),
+chunk_plugin (drops the state between chunks of 64), crash_plugin (SIGSEGV on
+delta_rule, returns 7 on retention), hang_plugin (never returns on T = 1),
+nosymbol (no lacs_plugin_run). Runs use --op filters to stay within seconds.
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+import numpy as np
+
+from lacs import safetensors as st
+from lacs import vectors
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VECTORS = os.path.join(REPO, "vectors", "core")
+CLOSING = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped( \(shard \d+/\d+\))?$")
+RESULT = re.compile(r"^(PASS|FAIL|SKIP)  (\S+) +(\S+)$")
+
+
+def build_dir():
+    build = os.environ.get("LACS_BUILD", "build")
+    return build if os.path.isabs(build) else os.path.join(REPO, build)
+
+
+def lacs_binary():
+    return os.path.join(build_dir(), "lacs")
+
+
+def plugin(name):
+    return os.path.join(build_dir(), "plugins", name + ".so")
+
+
+def case_ids(op, tier=None):
+    """The ids of op's cases on disk, sorted."""
+    pattern = f"{op}-{tier}-*.safetensors" if tier else f"{op}-*.safetensors"
+    return sorted(os.path.basename(p)[: -len(".safetensors")] for p in glob.glob(os.path.join(VECTORS, op, pattern)))
+
+
+def vector_path(case_id):
+    op = re.split(r"-(?:fp32|bf16)-", case_id)[0]
+    return os.path.join(VECTORS, op, case_id + ".safetensors")
+
+
+class Run:
+    """One run of the CLI: returncode, stdout, stderr, and its result lines."""
+
+    def __init__(self, completed):
+        self.returncode = completed.returncode
+        self.stdout = completed.stdout
+        self.stderr = completed.stderr
+        self.lines = completed.stdout.splitlines()
+        self.results = {}  # id -> (status, ratio text, the indented line under it or "")
+        self.order = []
+        for i, line in enumerate(self.lines):
+            m = RESULT.match(line)
+            if m:
+                detail = self.lines[i + 1] if i + 1 < len(self.lines) and self.lines[i + 1].startswith("      ") else ""
+                self.results[m.group(3)] = (m.group(1), m.group(2), detail.strip())
+                self.order.append(m.group(3))
+
+    def closing(self):
+        m = CLOSING.match(self.lines[-1]) if self.lines else None
+        return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+    def ids(self, status):
+        return sorted(i for i, r in self.results.items() if r[0] == status)
+
+
+class CliTestCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        missing = [p for p in [lacs_binary()] + [plugin(n) for n in ("good_plugin", "wrong_plugin", "chunk_plugin",
+                                                                      "crash_plugin", "hang_plugin", "nosymbol")]
+                   if not os.path.isfile(p)]
+        if missing:
+            raise AssertionError(f"missing {', '.join(missing)}: build them (make test-python builds them)")
+        if not os.path.isdir(VECTORS):
+            raise AssertionError(f"no vectors at {VECTORS}")
+        cls.tmp = tempfile.mkdtemp(prefix="lacs-cli-test-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def lacs(self, *args, cwd=REPO, timeout=60, env=None):
+        completed = subprocess.run([lacs_binary(), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, timeout=timeout, env=env)
+        return Run(completed)
+
+    def assert_user_error(self, run, *words):
+        """Exit 2 and one line `lacs: ...` on stderr holding every word."""
+        self.assertEqual(run.returncode, 2, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}")
+        lines = run.stderr.splitlines()
+        self.assertEqual(len(lines), 1, run.stderr)
+        self.assertTrue(lines[0].startswith("lacs: "), lines[0])
+        for word in words:
+            self.assertIn(word, lines[0])
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+
+class Usage(CliTestCase):
+    def test_help(self):
+        run = self.lacs("--help")
+        self.assertEqual(run.returncode, 0)
+        self.assertIn("usage: lacs", run.stdout)
+        for command in ("list", "check", "compare", "run", "explain"):
+            run = self.lacs(command, "--help")
+            self.assertEqual(run.returncode, 0, command)
+            self.assertTrue(run.stdout.startswith(f"usage: lacs {command}"), run.stdout)
+
+    def test_user_errors_are_one_line_and_exit_2(self):
+        self.assert_user_error(self.lacs("frobnicate"), "unknown command", "frobnicate")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--op", "nope"),
+                               "unknown op 'nope'", "linear_attn")
+        self.assert_user_error(self.lacs("list", "--tier", "fp16"), "unknown tier 'fp16'")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--bogus"), "--bogus")
+        self.assert_user_error(self.lacs("check", "--op", "linear_attn"), "--impl")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--vectors", self.path("absent")),
+                               "absent", "does not exist")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--shard", "3/2"), "--shard")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--shard", "0/2"), "--shard")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu"), "builtin:cpu", "not available yet")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda"), "builtin:cuda", "not available yet")
+        self.assert_user_error(self.lacs("check", "--impl", "python:my_kernels:run"), "python3 -m lacs check")
+        self.assert_user_error(self.lacs("check", "--impl", self.path("absent.so")), "absent.so")
+
+    def test_library_without_the_symbol(self):
+        run = self.lacs("check", "--impl", plugin("nosymbol"), "--op", "linear_attn")
+        self.assert_user_error(run, "nosymbol.so", "lacs_plugin_run")
+        self.assertEqual(run.stdout, "")
+
+    def test_no_vectors_directory(self):
+        env = {k: v for k, v in os.environ.items() if k != "LACS_VECTORS"}
+        self.assert_user_error(self.lacs("list", cwd=self.tmp, env=env), "vectors/core", "LACS_VECTORS")
+        env["LACS_VECTORS"] = VECTORS
+        run = self.lacs("list", "--op", "softcap", cwd=self.tmp, env=env)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertIn(f"under {VECTORS}", run.stdout)
+
+
+class List(CliTestCase):
+    def test_list_filters_and_implementations(self):
+        run = self.lacs("list", "--op", "linear_attn", "--tier", "fp32")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        ids = case_ids("linear_attn", "fp32")
+        self.assertIn(f"{len(ids)} cases under vectors/core", run.stdout)
+        listed = [line.split()[0] for line in run.lines if line.startswith("  linear_attn-")]
+        self.assertEqual(listed, ids)
+        t64 = next(line for line in run.lines if line.startswith("  linear_attn-fp32-t64 "))
+        self.assertIn("ChunkBoundary", t64)
+        for impl in ("builtin:reference", "builtin:cpu", "builtin:cuda", "PATH.so", "python:"):
+            self.assertIn(impl, run.stdout)
+        self.assertIn("not available yet (issue 6)", run.stdout)
+        self.assertIn("not available yet (issue 7)", run.stdout)
+
+    def test_ops_comma_separated_or_repeated(self):
+        a = self.lacs("list", "--op", "softcap,dyt")
+        b = self.lacs("list", "--op", "softcap", "--op", "dyt")
+        self.assertEqual(a.stdout, b.stdout)
+        self.assertIn(f"{len(case_ids('softcap')) + len(case_ids('dyt'))} cases", a.stdout)
+
+
+class Check(CliTestCase):
+    def test_reference_passes(self):
+        run = self.lacs("check", "--impl", "builtin:reference", "--op", "linear_attn,softcap_vjp")
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        ids = sorted(case_ids("linear_attn") + case_ids("softcap_vjp"))
+        self.assertEqual(run.order, ids)
+        self.assertEqual(run.closing(), (len(ids), 0, 0))
+        self.assertEqual(run.stderr, "")  # no progress display when stderr is not a terminal
+
+    def test_good_plugin_passes_linear_attn_and_skips_the_rest(self):
+        run = self.lacs("check", "--impl", plugin("good_plugin"), "--op", "linear_attn,delta_rule", "--jobs", "2")
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertEqual(run.ids("PASS"), case_ids("linear_attn"))
+        self.assertEqual(run.ids("SKIP"), case_ids("delta_rule"))
+        self.assertEqual(run.closing(), (len(case_ids("linear_attn")), 0, len(case_ids("delta_rule"))))
+        for case_id in case_ids("delta_rule"):
+            self.assertEqual(run.results[case_id][1], "-")
+
+    def test_everything_skipped_is_not_a_pass(self):
+        run = self.lacs("check", "--impl", plugin("good_plugin"), "--op", "softcap")
+        self.assertEqual(run.returncode, 1)
+        self.assertEqual(run.closing(), (0, 0, len(case_ids("softcap"))))
+        self.assertIn("no case ran", run.stderr)
+
+    def test_wrong_plugin_fails_with_where(self):
+        run = self.lacs("check", "--impl", plugin("wrong_plugin"), "--op", "linear_attn", "--tier", "fp32")
+        self.assertEqual(run.returncode, 1)
+        ids = case_ids("linear_attn", "fp32")
+        self.assertEqual(run.ids("FAIL"), ids)
+        self.assertEqual(run.closing(), (0, len(ids), 0))
+        status, ratio, detail = run.results["linear_attn-fp32-t64"]
+        self.assertGreater(float(ratio), 1)
+        self.assertRegex(detail, r"^o\[b=0, t=\d+, head=\d+, v=\d+\]: expected \S+, got \S+, allowed error \S+; "
+                                 r"normwise ratio \S+, elementwise ratio \S+")
+
+    def test_crash_and_error_code_fail_one_case_each(self):
+        ops = "linear_attn,delta_rule,retention"
+        run = self.lacs("check", "--impl", plugin("crash_plugin"), "--op", ops, "--tier", "fp32", "--jobs", "2")
+        self.assertEqual(run.returncode, 1)
+        for case_id in case_ids("delta_rule", "fp32"):
+            self.assertEqual(run.results[case_id][0], "FAIL")
+            self.assertEqual(run.results[case_id][2], "crashed: SIGSEGV (Segmentation fault)")
+        for case_id in case_ids("retention", "fp32"):
+            self.assertEqual(run.results[case_id][:1] + run.results[case_id][2:], ("FAIL", "plugin returned 7"))
+        self.assertEqual(run.ids("PASS"), case_ids("linear_attn", "fp32"))
+        failed = len(case_ids("delta_rule", "fp32")) + len(case_ids("retention", "fp32"))
+        self.assertEqual(run.closing(), (len(case_ids("linear_attn", "fp32")), failed, 0))
+        # One job or two: the same lines in the same order (the times differ only in --verbose).
+        serial = self.lacs("check", "--impl", plugin("crash_plugin"), "--op", ops, "--tier", "fp32")
+        self.assertEqual(serial.stdout, run.stdout)
+
+    def test_timeout(self):
+        run = self.lacs("check", "--impl", plugin("hang_plugin"), "--op", "linear_attn", "--tier", "fp32",
+                        "--timeout", "1")
+        self.assertEqual(run.returncode, 1)
+        self.assertEqual(run.results["linear_attn-fp32-t1"][0::2], ("FAIL", "timed out after 1s"))
+        ids = case_ids("linear_attn", "fp32")
+        self.assertEqual(run.closing(), (len(ids) - 1, 1, 0))
+
+    def test_corrupt_vector_fails_its_case_only(self):
+        directory = self.path("corrupt")
+        os.makedirs(os.path.join(directory, "linear_attn"))
+        ids = ["linear_attn-fp32-t63", "linear_attn-fp32-t64", "linear_attn-fp32-t65"]
+        for case_id in ids:
+            shutil.copy(vector_path(case_id), os.path.join(directory, "linear_attn"))
+        broken = os.path.join(directory, "linear_attn", "linear_attn-fp32-t64.safetensors")
+        os.truncate(broken, 1000)
+        run = self.lacs("check", "--impl", "builtin:reference", "--vectors", directory)
+        self.assertEqual(run.returncode, 1)
+        self.assertEqual(run.order, ids)
+        status, ratio, detail = run.results["linear_attn-fp32-t64"]
+        self.assertEqual((status, ratio), ("FAIL", "-"))
+        self.assertIn("linear_attn-fp32-t64.safetensors", detail)
+        self.assertEqual(run.closing(), (2, 1, 0))
+        listing = self.lacs("list", "--vectors", directory)
+        self.assertEqual(listing.returncode, 0)
+        self.assertIn("cannot be loaded", listing.stdout)
+
+    def test_no_matching_case(self):
+        directory = self.path("empty-set")
+        os.makedirs(directory, exist_ok=True)
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--vectors", directory),
+                               "no case")
+
+    def test_shards_cover_the_list_once(self):
+        args = ["check", "--impl", "builtin:reference", "--op", "linear_attn", "--tier", "bf16"]
+        whole = self.lacs(*args)
+        first = self.lacs(*args, "--shard", "1/2")
+        second = self.lacs(*args, "--shard", "2/2")
+        self.assertEqual(sorted(first.order + second.order), whole.order)
+        self.assertFalse(set(first.order) & set(second.order))
+        self.assertEqual(first.order, whole.order[0::2])
+        self.assertTrue(first.lines[-1].endswith(" (shard 1/2)"), first.lines[-1])
+        self.assertEqual(first.closing()[0] + second.closing()[0], whole.closing()[0])
+
+    def test_quiet_and_verbose(self):
+        args = ["check", "--impl", plugin("crash_plugin"), "--op", "linear_attn,delta_rule", "--tier", "bf16"]
+        quiet = self.lacs(*args, "--quiet")
+        self.assertEqual(set(quiet.results), set(case_ids("delta_rule", "bf16")))
+        verbose = self.lacs(*args, "--verbose")
+        self.assertIn("      o ratio ", verbose.stdout)
+        self.assertEqual(verbose.closing(), quiet.closing())
+
+    def test_json_and_junit_reports(self):
+        json_path, junit_path = self.path("report.json"), self.path("report.xml")
+        with open(json_path, "w") as f:
+            f.write("an old report, to be replaced")
+        run = self.lacs("check", "--impl", plugin("crash_plugin"), "--op", "linear_attn,delta_rule,rmsnorm",
+                        "--tier", "bf16", "--json", json_path, "--junit", junit_path)
+        self.assertEqual(run.returncode, 1)
+        passed, failed, skipped = run.closing()
+        with open(json_path) as f:
+            report = json.load(f)
+        self.assertEqual(report["lacs_version"], "1.3")
+        self.assertEqual(report["impl"], plugin("crash_plugin"))
+        self.assertEqual(report["summary"], {"passed": passed, "failed": failed, "skipped": skipped})
+        cases = {c["id"]: c for c in report["cases"]}
+        self.assertEqual(list(cases), run.order)
+        good = cases["linear_attn-bf16-t64"]
+        self.assertEqual((good["op"], good["tier"], good["status"]), ("linear_attn", "bf16", "PASS"))
+        self.assertLessEqual(good["ratio"], 1)
+        self.assertEqual([o["name"] for o in good["outputs"]], ["o", "ht"])
+        for key in ("ratio", "normwise_ratio", "elementwise_ratio", "normwise_error", "worst_block",
+                    "worst_element", "where", "expected", "actual", "allowed"):
+            self.assertIn(key, good["outputs"][0])
+        crashed = cases["delta_rule-bf16-t64"]
+        self.assertEqual((crashed["status"], crashed["ratio"], crashed["ratio_text"]), ("FAIL", None, "-"))
+        self.assertEqual(crashed["message"], "crashed: SIGSEGV (Segmentation fault)")
+        skipped_case = cases[case_ids("rmsnorm", "bf16")[0]]
+        self.assertEqual((skipped_case["status"], skipped_case["ratio"]), ("SKIP", None))
+
+        suite = ET.parse(junit_path).getroot()
+        self.assertEqual(suite.tag, "testsuite")
+        self.assertEqual(suite.get("name"), "lacs")
+        self.assertEqual((int(suite.get("tests")), int(suite.get("failures")), int(suite.get("skipped"))),
+                         (passed + failed + skipped, failed, skipped))
+        testcases = {t.get("name"): t for t in suite.iter("testcase")}
+        self.assertEqual(sorted(testcases), sorted(run.order))
+        self.assertEqual(testcases["delta_rule-bf16-t64"].get("classname"), "delta_rule")
+        self.assertIn("SIGSEGV", testcases["delta_rule-bf16-t64"].find("failure").get("message"))
+        self.assertIsNotNone(testcases[case_ids("rmsnorm", "bf16")[0]].find("skipped"))
+        self.assertIsNone(testcases["linear_attn-bf16-t64"].find("failure"))
+        self.assertFalse(os.path.exists(json_path + ".tmp") or os.path.exists(junit_path + ".tmp"))
+
+
+class CompareAndRun(CliTestCase):
+    CASE = "delta_rule-fp32-t65"
+
+    def test_run_then_compare(self):
+        out = self.path("reference-outputs.safetensors")
+        run = self.lacs("run", "--op", "delta_rule", "--impl", "builtin:reference", "--in", vector_path(self.CASE),
+                        "--out", out)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        written = st.read(out)
+        self.assertEqual(sorted(written.tensors), ["ht", "o"])
+        self.assertEqual(written.tensors["o"].dtype, "F64")
+        meta = json.loads(written.metadata["lacs"])
+        self.assertEqual((meta["op"], meta["impl"]), ("delta_rule", "builtin:reference"))
+        self.assertAlmostEqual(meta["params"]["scale"], vectors.load_vector(vector_path(self.CASE)).params["scale"])
+
+        compared = self.lacs("compare", vector_path(self.CASE), out)
+        self.assertEqual(compared.returncode, 0, compared.stdout + compared.stderr)
+        self.assertEqual(compared.results[self.CASE][0], "PASS")
+
+        refused = self.lacs("run", "--op", "delta_rule", "--impl", "builtin:reference", "--in",
+                            vector_path(self.CASE), "--out", out)
+        self.assert_user_error(refused, "reference-outputs.safetensors", "--force")
+        forced = self.lacs("run", "--op", "delta_rule", "--impl", "builtin:reference", "--in",
+                           vector_path(self.CASE), "--out", out, "--force", "--param", "scale=0.5")
+        self.assertEqual(forced.returncode, 0, forced.stderr)
+        self.assertEqual(json.loads(st.read(out).metadata["lacs"])["params"]["scale"], 0.5)
+
+    def test_run_with_a_plugin(self):
+        case = "linear_attn-fp32-t64"
+        out = self.path("plugin-outputs.safetensors")
+        run = self.lacs("run", "--op", "linear_attn", "--impl", plugin("good_plugin"), "--in", vector_path(case),
+                        "--out", out)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(st.read(out).tensors["o"].dtype, "F32")
+        compared = self.lacs("compare", vector_path(case), out)
+        self.assertEqual(compared.returncode, 0, compared.stdout)
+        self.assert_user_error(self.lacs("run", "--op", "linear_attn", "--impl", "builtin:reference", "--in",
+                                         vector_path(case), "--out", self.path("x.safetensors"), "--param", "eps=1"),
+                               "eps")
+
+    def test_compare_fails_a_perturbed_or_incomplete_candidate(self):
+        v = vectors.load_vector(vector_path(self.CASE))
+        rounded = {f"expected.{name}": g.astype(np.float32) for name, g in v.expected.items()}
+        good = self.path("rounded.safetensors")
+        st.write(good, rounded, overwrite=True)
+        run = self.lacs("compare", vector_path(self.CASE), good, "--json", self.path("compare.json"))
+        self.assertEqual(run.returncode, 0, run.stdout)
+        with open(self.path("compare.json")) as f:
+            self.assertEqual(json.load(f)["cases"][0]["status"], "PASS")
+
+        perturbed = dict(rounded)
+        perturbed["expected.o"] = (v.expected["o"] * (1 + 1e-3)).astype(np.float32)
+        bad = self.path("perturbed.safetensors")
+        st.write(bad, perturbed, overwrite=True)
+        run = self.lacs("compare", vector_path(self.CASE), bad)
+        self.assertEqual(run.returncode, 1)
+        status, ratio, detail = run.results[self.CASE]
+        self.assertEqual(status, "FAIL")
+        self.assertTrue(detail.startswith("o["), detail)
+
+        incomplete = self.path("incomplete.safetensors")
+        st.write(incomplete, {"o": v.expected["o"]}, overwrite=True)
+        run = self.lacs("compare", vector_path(self.CASE), incomplete)
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("'ht' is missing", run.results[self.CASE][2])
+
+        self.assert_user_error(self.lacs("compare", vector_path(self.CASE), self.path("absent.safetensors")),
+                               "absent.safetensors")
+
+
+class Explain(CliTestCase):
+    def test_explain_describes_the_case(self):
+        run = self.lacs("explain", "linear_attn-fp32-t64")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        for words in ("linear_attn-fp32-t64", "(H2)", "lacs_ref_linear_attn", "ChunkBoundary", "exactly one chunk",
+                      "scale = ", "T = 64", "tolerance", "goldens"):
+            self.assertIn(words, run.stdout)
+        by_path = self.lacs("explain", vector_path("linear_attn-fp32-t64"))
+        self.assertEqual(by_path.returncode, 0)
+        self.assert_user_error(self.lacs("explain", "linear_attn-fp32-nope"), "linear_attn-fp32-nope")
+
+    def test_explain_finds_where_the_error_starts(self):
+        run = self.lacs("explain", "linear_attn-fp32-t129", "--impl", plugin("wrong_plugin"))
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("first passes the limit at t = 0", run.stdout)
+        self.assertIn("t = 0 is the first token", run.stdout)
+        self.assertIn("error over time", run.stdout)
+
+        run = self.lacs("explain", "linear_attn-fp32-t129", "--impl", plugin("chunk_plugin"))
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("first passes the limit at t = 64, the 65th token", run.stdout)
+        self.assertIn("t = 64 is the first token of a chunk of 64 (and of 32, 16)", run.stdout)
+        self.assertRegex(run.stdout, r"worst there: o\[b=0, t=64, head=0, v=\d+\]")
+
+        run = self.lacs("explain", "linear_attn-fp32-t129", "--impl", plugin("good_plugin"))
+        self.assertEqual(run.returncode, 0)
+        self.assertIn("the limit is never passed", run.stdout)
+
+    def test_plot(self):
+        png = self.path("error.png")
+        args = ["explain", "linear_attn-fp32-t129", "--impl", plugin("chunk_plugin"), "--plot", png]
+        has_matplotlib = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"],
+                                        stderr=subprocess.DEVNULL).returncode == 0
+        run = self.lacs(*args)
+        if not has_matplotlib:
+            self.assert_user_error(run, "apt-get install python3-matplotlib")
+            return
+        self.assertEqual(run.returncode, 1, run.stderr)  # the case fails; the plot is drawn
+        with open(png, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assert_user_error(self.lacs(*args), "error.png", "--force")
+        self.assertEqual(self.lacs(*args, "--force").returncode, 1)
+        self.assert_user_error(self.lacs("explain", "linear_attn-fp32-t129", "--plot", png, "--force"), "--impl")
+
+    def test_plot_without_matplotlib(self):
+        # A matplotlib that cannot be imported, first on the plot script's path.
+        shadow = self.path("no-matplotlib")
+        os.makedirs(os.path.join(shadow, "matplotlib"), exist_ok=True)
+        with open(os.path.join(shadow, "matplotlib", "__init__.py"), "w") as f:
+            f.write("raise ImportError('hidden for the test')\n")
+        env = dict(os.environ, PYTHONPATH=shadow)
+        png = self.path("never.png")
+        run = self.lacs("explain", "linear_attn-fp32-t129", "--impl", plugin("chunk_plugin"), "--plot", png, env=env)
+        self.assert_user_error(run, "apt-get install python3-matplotlib")
+        self.assertFalse(os.path.exists(png))
+
+
+if __name__ == "__main__":
+    unittest.main()
