@@ -155,7 +155,7 @@ fuzz: $(FUZZ_BUILD)/fuzz-safetensors
 
 # The C suites and the regeneration of the core vectors under ASan + UBSan.
 test-sanitize:
-	$(MAKE) SANITIZE=1 test-c vectors-check
+	$(MAKE) SANITIZE=1 test-c vectors-check check
 
 clean:
 	rm -rf build build-sanitize build-fuzz

@@ -1,4 +1,4 @@
-/* lacs: Linear-Attention Conformance Suite, lacs spec 1.2 (SPEC.md).
+/* lacs: Linear-Attention Conformance Suite, lacs spec 1.3 (SPEC.md).
  * The whole public interface; link with -llacs -lcjson -lm. */
 #ifndef LACS_LACS_H
 #define LACS_LACS_H
@@ -13,5 +13,7 @@
 #include "lacs/safetensors.h"
 #include "lacs/ops.h"
 #include "lacs/catalog.h"
+#include "lacs/gauge.h"
+#include "lacs/check.h"
 
 #endif

@@ -1,4 +1,4 @@
-/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.2).
+/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.3).
  *
  * Layout (SPEC.md section 2), all row-major:
  *   q, k   [B, T, H, K]        v, o   [B, T, HV, V]     HV = G * H
