@@ -39,7 +39,7 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/preprocess.c reference/ttt.c reference/deltaformer.c reference/path_attn.c \
            reference/mesa_net.c reference/norms.c
 ONCE_SRC := reference/error.c reference/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
-            checker/safetensors.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c
+            checker/safetensors.c checker/values.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c
 TEST_SRC := $(wildcard tests/*.c)
 HEADERS := $(wildcard include/lacs/*.h) reference/internal.h
 
@@ -144,10 +144,11 @@ test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUI
 
 # libFuzzer (clang) on the C reader, seeded with the test corpus, for FUZZ_SECONDS.
 FUZZ_BUILD := build-fuzz
-$(FUZZ_BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c checker/safetensors.c reference/error.c $(HEADERS) | deps
+$(FUZZ_BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/values.c reference/error.c \
+                                $(HEADERS) | deps
 	@mkdir -p $(FUZZ_BUILD)/corpus
 	clang -std=c11 -g -O1 -Iinclude -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined \
-	    -o $@ tests/fuzz/fuzz_safetensors.c checker/safetensors.c reference/error.c -lcjson -lm
+	    -o $@ tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/values.c reference/error.c -lcjson -lm
 
 fuzz: $(FUZZ_BUILD)/fuzz-safetensors
 	./$(FUZZ_BUILD)/fuzz-safetensors -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 \
@@ -186,7 +187,7 @@ zoo: $(ZOO_SO) $(ZOO_FMA_SO)
 FLOAT_REF := $(BUILD)/zoo/float_reference
 FLOAT_REF_HEADERS := $(BUILD)/zoo/include/lacs/reference_f32.h $(BUILD)/zoo/include/lacs/reference_f32_as_ld.h
 FLOAT_REF_D_OBJ := $(patsubst %.c,$(FLOAT_REF)/double/%.o,$(REF_SRC) reference/error.c reference/validate.c \
-                     reference/noise.c generators/prng.c)
+                     reference/noise.c generators/prng.c checker/values.c)
 FLOAT_REF_F32_OBJ := $(patsubst %.c,$(FLOAT_REF)/f32/%.o,$(REF_SRC) checker/ops.c)
 FLOAT_REF_FMA_OBJ := $(patsubst %.c,$(FLOAT_REF)/f32_fma/%.o,$(REF_SRC) checker/ops.c)
 # The _fma variant lets the compiler contract a * b + c into fused multiply-adds (-ffp-contract=fast)

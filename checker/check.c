@@ -360,6 +360,21 @@ static double element_ratio(double diff, double allowed)
     return allowed > 0 ? diff / allowed : INFINITY;
 }
 
+/* The element bound of SPEC.md 11.3 for output i: c_e (u L (g + floor) + eta),
+ * floor = f RMS(g) over the element's block (gauge2: the block's sum of g^2
+ * over its `finite` elements). The one place it is written; the check and the
+ * error over time both use it. */
+static double block_floor(const lacs_tolerance *tol, double gauge2, int64_t finite)
+{
+    return finite > 0 ? tol->floor_fraction * sqrt(gauge2 / (double)finite) : 0;
+}
+
+static double element_allowance(const lacs_vector *v, int i, double gauge, double floor)
+{
+    const lacs_tolerance *tol = &v->tolerance;
+    return tol->elementwise_factor * (tol->unit_roundoff * v->length_factor[i] * (gauge + floor) + tol->underflow);
+}
+
 static void check_output(const lacs_vector *v, int i, const double *x, lacs_output_check *r)
 {
     const lacs_layout *l = &v->layout[i];
@@ -408,14 +423,14 @@ static void check_output(const lacs_vector *v, int i, const double *x, lacs_outp
         }
         if (provisional || finite == 0)
             continue;
-        /* elementwise: |x - y| <= c_e u L (g + floor), floor = f RMS(g) over the block */
-        const double floor = tol->floor_fraction * sqrt(gauge2 / (double)finite);
+        /* elementwise: |x - y| <= c_e (u L (g + floor) + eta) */
+        const double floor = block_floor(tol, gauge2, finite);
         for (int64_t t = t0; t < t1; t++)
             for (int64_t c = 0; c < l->width; c++) {
                 const int64_t e = element_index(l, base, t, head, c);
                 if (!isfinite(y[e]) || !isfinite(x[e]))
                     continue;
-                const double allowed = tol->elementwise_factor * (unit * (g[e] + floor) + tol->underflow);
+                const double allowed = element_allowance(v, i, g[e], floor);
                 const double ratio = element_ratio(fabs(x[e] - y[e]), allowed);
                 if (ratio > r->elementwise_ratio && r->nonfinite_mismatches == 0) {
                     r->elementwise_ratio = ratio;
@@ -515,7 +530,6 @@ int lacs_check_error_over_time(const lacs_vector *v, int output, const lacs_tens
         return rc;
     const lacs_layout *l = &v->layout[output];
     const double *y = v->expected[output].data, *g = v->gauge[output];
-    const double unit = v->tolerance.unit_roundoff * v->length_factor[output];
     for (int64_t t = 0; t < l->T; t++)
         ratio_t[t] = 0;
     for (int64_t b = 0; b < block_count(l); b++) {
@@ -532,7 +546,7 @@ int lacs_check_error_over_time(const lacs_vector *v, int output, const lacs_tens
                     finite++;
                 }
             }
-        const double floor = finite ? v->tolerance.floor_fraction * sqrt(gauge2 / (double)finite) : 0;
+        const double floor = block_floor(&v->tolerance, gauge2, finite);
         /* provisional vectors: the relative bound applied to each element against the block's RMS */
         const double scale = finite ? sqrt(ref2 / (double)finite) : 0;
         for (int64_t t = t0; t < t1; t++)
@@ -544,8 +558,7 @@ int lacs_check_error_over_time(const lacs_vector *v, int output, const lacs_tens
                 else if (!isfinite(y[e]))
                     ratio = 0;
                 else if (g)
-                    ratio = element_ratio(fabs(x[e] - y[e]),
-                                          v->tolerance.elementwise_factor * (unit * (g[e] + floor) + v->tolerance.underflow));
+                    ratio = element_ratio(fabs(x[e] - y[e]), element_allowance(v, output, g[e], floor));
                 else
                     ratio = element_ratio(fabs(x[e] - y[e]), v->tolerance.provisional * scale);
                 if (ratio > ratio_t[t])

@@ -128,7 +128,7 @@ static int parse_options(int argc, char **argv, check_options *o)
     return 0;
 }
 
-/* The progress display on a terminal: `[123/626] delta_rule-bf16-t4096` on
+/* The progress display on a terminal: `[123/628] delta_rule-bf16-t4096` on
  * stderr, overwritten in place, erased before each result line. */
 typedef struct {
     int enabled;

@@ -37,7 +37,8 @@ static double random_sign(lacs_rng *rng, uint64_t *bits, int *left)
     return sign;
 }
 
-/* The log gates (g [B, T, HV], gk [B, T, HV, K]) of the ops on sequences.
+/* The log gates (g [B, T, HV], gk [B, T, HV, K]) of the ops on sequences:
+ * the decays of H4, H8 (GDN, KDA, Comba), H10 (FoX), H12 (PaTH-FoX), H15.
  * Chunked and flash implementations exponentiate differences of prefix sums
  * of the gates, kept in fp32 (fla's chunk_local_cumsum, FoX's cumulative
  * gate): a gate then carries an absolute error of about u times the sum of

@@ -2,7 +2,8 @@
  *
  * A whole-tensor error lets one bad head or chunk hide in the average (fla's
  * single RMS ratio); lacs measures each (sequence, head) on its own and reports
- * the worst. This is the seed of the checker's tolerance model (issue 5).
+ * the worst. The checker's tolerance model (lacs/check.h, SPEC.md 11) uses
+ * the same blocks.
  */
 #ifndef LACS_COMPARE_H
 #define LACS_COMPARE_H

@@ -6,7 +6,7 @@
  * `form`, ...). This table says, for each op, which names it takes and gives,
  * and runs the reference on them, in double or in long double. The generators
  * compute the goldens through it; the checker's `builtin:reference` and
- * `lacs run` (issue 5) use it the same way. Tensors are those of the plugin
+ * `lacs run` use it the same way. Tensors are those of the plugin
  * ABI (lacs/plugin.h).
  */
 #ifndef LACS_OPS_H

@@ -1,4 +1,4 @@
-/* lacs plugin ABI v1 (SPEC.md 10.1; the checker, issue 5, loads plugins).
+/* lacs plugin ABI v1 (SPEC.md 10.1, 11.5; `lacs check` loads plugins).
  *
  * A tensor as stored in a vector file, and the one function a plugin exports.
  * The vector readers (lacs/safetensors.h) and the generators use the same

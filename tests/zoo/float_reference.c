@@ -26,36 +26,6 @@
 #include "lacs/safetensors.h"
 #include "lacs/types.h"
 
-/* checker/ops.c converts stored values with the vector reader's conversion,
- * which lives in checker/safetensors.c beside the JSON parser (cJSON); a
- * plugin links libm only, so this is that conversion again for the dtypes a
- * plugin is given (SPEC.md 10.1: F32, BF16 and F64 exactly, I64 by a cast). */
-void lacs_values_to_double(lacs_dtype dtype, const void *data, int64_t count, double *out)
-{
-    const unsigned char *bytes = data;
-    for (int64_t i = 0; out && data && i < count; i++) {
-        if (dtype == LACS_F64) {
-            memcpy(&out[i], bytes + 8 * i, 8);
-        } else if (dtype == LACS_F32) {
-            float x;
-            memcpy(&x, bytes + 4 * i, 4);
-            out[i] = x;
-        } else if (dtype == LACS_BF16) {
-            /* bfloat16 is the top half of a binary32 */
-            uint16_t top;
-            memcpy(&top, bytes + 2 * i, 2);
-            const uint32_t bits = (uint32_t)top << 16;
-            float x;
-            memcpy(&x, &bits, 4);
-            out[i] = x;
-        } else {
-            int64_t x;
-            memcpy(&x, bytes + 8 * i, 8);
-            out[i] = (double)x;
-        }
-    }
-}
-
 /* Only the parameters the op reads: lacs_reference_run refuses any other. */
 static int op_params(const lacs_op_info *info, const lacs_param *params, int n_params, lacs_param *kept)
 {
