@@ -30,7 +30,7 @@ endif
 # machine (SPEC.md 10.3, 10.7: reproducible inputs and goldens).
 CFLAGS_LACS := -std=c11 -Wall -Wextra -Werror $(OPT) -ffp-contract=off -fPIC -Iinclude -D_POSIX_C_SOURCE=200809L
 LDFLAGS_LACS := $(filter -fsanitize%,$(OPT))
-LIBS := -lcjson -lm
+LIBS := -lcjson -lopenblas -lpthread -lm
 PYTHON := /usr/bin/python3
 FUZZ_SECONDS ?= 30
 
@@ -40,13 +40,21 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/mesa_net.c reference/norms.c
 ONCE_SRC := reference/error.c reference/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
             checker/safetensors.c checker/values.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c
+# builtin:cpu (SPEC.md 12): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
+# instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.
+CPU_SRC := $(wildcard optimized/cpu/*.c)
+CPU_OBJ := $(patsubst %.c,$(BUILD)/obj/cpu/%.o,$(CPU_SRC))
+CPU_HEADERS := $(wildcard optimized/cpu/*.h)
+CPU_ISA_FLAGS_avx2 := -mavx2 -mfma
+CPU_ISA_FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mavx2
+cpu_isa_flags = $(if $(filter %_avx512.c,$(1)),$(CPU_ISA_FLAGS_avx512),$(if $(filter %_avx2.c,$(1)),$(CPU_ISA_FLAGS_avx2)))
 TEST_SRC := $(wildcard tests/*.c)
 HEADERS := $(wildcard include/lacs/*.h) reference/internal.h
 
 REF_D_OBJ := $(patsubst %.c,$(BUILD)/obj/double/%.o,$(REF_SRC))
 REF_LD_OBJ := $(patsubst %.c,$(BUILD)/obj/ld/%.o,$(REF_SRC))
 ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
-LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ)
+LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
 .PHONY: all lib check selfcheck test test-c test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo
@@ -66,6 +74,11 @@ $(BUILD)/obj/ld/%.o: %.c $(HEADERS) | deps
 $(BUILD)/obj/once/%.o: %.c $(HEADERS) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_LACS) -c $< -o $@
+
+# builtin:cpu: -O3, and the instruction set of the file's name.
+$(BUILD)/obj/cpu/%.o: %.c $(HEADERS) $(CPU_HEADERS) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LACS) $(if $(filter 1,$(SANITIZE)),,-O3) $(call cpu_isa_flags,$<) -c $< -o $@
 
 $(BUILD)/liblacs.a: $(LIB_OBJ)
 	@rm -f $@

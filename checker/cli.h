@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "lacs/check.h"
+#include "lacs/cpu.h"
 #include "lacs/plugin.h"
 
 #define CLI_EXIT_FAILED 1
@@ -82,18 +83,23 @@ void cli_free_cases(cli_case *cases, int n_cases);
 
 typedef int (*cli_plugin_fn)(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params,
                              int n_params, lacs_tensor *outputs, int n_outputs);
-typedef enum { CLI_IMPL_REFERENCE = 0, CLI_IMPL_PLUGIN = 1 } cli_impl_kind;
+typedef enum {
+    CLI_IMPL_REFERENCE = 0, /* builtin:reference: lacs_impl_reference */
+    CLI_IMPL_PLUGIN = 1,    /* a shared library's lacs_plugin_run */
+    CLI_IMPL_BUILTIN = 2    /* builtin:cpu: lacs_cpu_run, called like a plugin; its errors in lacs_last_error() */
+} cli_impl_kind;
 
 typedef struct {
     cli_impl_kind kind;
     const char *spec;     /* as the user wrote it */
     void *library;        /* dlopen handle of a plugin */
-    cli_plugin_fn run;    /* its lacs_plugin_run */
+    cli_plugin_fn run;    /* its lacs_plugin_run (lacs_cpu_run for builtin:cpu) */
 } cli_impl;
 
 /* Opens the --impl argument: 0, or CLI_EXIT_USAGE with the error printed
- * (builtin:cpu and builtin:cuda are not available yet, python:... runs
- * under the Python harness, a library without lacs_plugin_run). */
+ * (builtin:cuda is not available yet, builtin:cpu with a LACS_ISA this CPU
+ * lacks, python:... runs under the Python harness, a library without
+ * lacs_plugin_run). */
 int cli_impl_open(const char *spec, cli_impl *impl);
 void cli_impl_close(cli_impl *impl);
 

@@ -200,15 +200,18 @@ int cli_child_start(cli_child *c, const cli_task *task, double timeout_seconds)
         int rc;
         if (task->vector)
             rc = run_case_in_child(task, c->outputs, c->n_outputs, status);
-        else if (task->impl->kind == CLI_IMPL_PLUGIN)
+        else if (task->impl->kind != CLI_IMPL_REFERENCE)
             rc = task->impl->run(task->op, task->inputs, task->n_inputs, task->params, task->n_params, c->outputs,
                                  c->n_outputs);
         else
             rc = lacs_impl_reference(NULL, task->op, task->inputs, task->n_inputs, task->params, task->n_params,
                                      c->outputs, c->n_outputs);
-        if (rc != 0 && rc != LACS_UNSUPPORTED && !status->message[0] && !task->vector)
-            snprintf(status->message, sizeof status->message, "%s returned %d",
-                     task->impl->kind == CLI_IMPL_PLUGIN ? "plugin" : "the reference", rc);
+        if (rc != 0 && rc != LACS_UNSUPPORTED && !status->message[0] && !task->vector) {
+            if (task->impl->kind == CLI_IMPL_PLUGIN)
+                snprintf(status->message, sizeof status->message, "plugin returned %d", rc);
+            else
+                snprintf(status->message, sizeof status->message, "%s", lacs_last_error());
+        }
         status->rc = rc;
         status->finished_call = 1;
         _exit(0);

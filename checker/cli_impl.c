@@ -1,7 +1,8 @@
 /* lacs CLI: the implementation named by --impl.
  *
  *   builtin:reference             the double reference (lacs_vector_run_reference, lacs_reference_run)
- *   builtin:cpu, builtin:cuda     not available yet (issues 6 and 7)
+ *   builtin:cpu                   the optimized CPU implementation (lacs_cpu_run, optimized/cpu/)
+ *   builtin:cuda                  not available yet (issue 7)
  *   python:FILE_OR_MODULE:FUNC    run by the Python harness, not by this program
  *   anything else                 a path to a shared library exporting lacs_plugin_run (ABI v1, lacs/plugin.h)
  *
@@ -25,15 +26,19 @@ int cli_impl_open(const char *spec, cli_impl *impl)
         impl->kind = CLI_IMPL_REFERENCE;
         return 0;
     }
-    if (strcmp(spec, "builtin:cpu") == 0)
-        return cli_error("builtin:cpu is not available yet (issue 6: the optimized CPU implementation); "
-                         "use builtin:reference or a plugin .so");
+    if (strcmp(spec, "builtin:cpu") == 0) {
+        if (!lacs_cpu_isa_name()) /* LACS_ISA names a set this CPU lacks, or none */
+            return cli_error("%s", lacs_last_error());
+        impl->kind = CLI_IMPL_BUILTIN;
+        impl->run = lacs_cpu_run;
+        return 0;
+    }
     if (strcmp(spec, "builtin:cuda") == 0)
         return cli_error("builtin:cuda is not available yet (issue 7: the CUDA implementation); "
-                         "use builtin:reference or a plugin .so");
+                         "use builtin:reference, builtin:cpu or a plugin .so");
     if (strncmp(spec, "builtin:", 8) == 0)
-        return cli_error("unknown implementation '%s' (builtins: builtin:reference; builtin:cpu and builtin:cuda "
-                         "are not available yet)", spec);
+        return cli_error("unknown implementation '%s' (builtins: builtin:reference, builtin:cpu; builtin:cuda "
+                         "is not available yet)", spec);
     if (strncmp(spec, "python:", 7) == 0)
         return cli_error("'%s' is a Python implementation: run it with "
                          "PYTHONPATH=python /usr/bin/python3 -m lacs check --impl %s", spec, spec);
@@ -43,7 +48,8 @@ int cli_impl_open(const char *spec, cli_impl *impl)
     char path[4096];
     snprintf(path, sizeof path, "%s%s", strchr(spec, '/') ? "" : "./", spec);
     if (access(path, F_OK) != 0)
-        return cli_error("implementation '%s' is not builtin:reference, python:... or an existing plugin file", spec);
+        return cli_error("implementation '%s' is not builtin:reference, builtin:cpu, python:... or an existing plugin "
+                         "file", spec);
     impl->kind = CLI_IMPL_PLUGIN;
     impl->library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!impl->library)

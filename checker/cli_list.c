@@ -19,7 +19,14 @@ static void print_implementations(void)
 {
     printf("\nimplementations (--impl):\n");
     printf("  %-34s  %s\n", "builtin:reference", "the double reference, rounded to F32 outputs (lacs_impl_reference)");
-    printf("  %-34s  %s\n", "builtin:cpu", "not available yet (issue 6)");
+    const char *isa = lacs_cpu_isa_name();
+    char cpu[256];
+    if (isa)
+        snprintf(cpu, sizeof cpu, "the optimized CPU implementation (lacs_cpu_run): %s, %d threads", isa,
+                 lacs_cpu_threads());
+    else
+        snprintf(cpu, sizeof cpu, "unavailable: %s", lacs_last_error());
+    printf("  %-34s  %s\n", "builtin:cpu", cpu);
     printf("  %-34s  %s\n", "builtin:cuda", "not available yet (issue 7)");
     printf("  %-34s  %s\n", "PATH.so", "a shared library exporting lacs_plugin_run (ABI v1, include/lacs/plugin.h)");
     printf("  %-34s  %s\n", "python:FILE_OR_MODULE:FUNCTION",

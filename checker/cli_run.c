@@ -252,7 +252,7 @@ int cli_run(int argc, char **argv)
             status = cli_error("%s: more than %d input tensors", o.in, MAX_RUN_INPUTS);
             break;
         }
-        int convert = o.tier != NULL || (impl.kind == CLI_IMPL_PLUGIN && t->dtype == LACS_F64);
+        int convert = o.tier != NULL || (impl.kind != CLI_IMPL_REFERENCE && t->dtype == LACS_F64);
         lacs_dtype dtype = o.tier && strcmp(o.tier, "bf16") == 0 ? LACS_BF16 : LACS_F32;
         status = copy_input(t, convert, dtype, &inputs[n_inputs]);
         if (status == 0)

@@ -15,5 +15,6 @@
 #include "lacs/catalog.h"
 #include "lacs/gauge.h"
 #include "lacs/check.h"
+#include "lacs/cpu.h"
 
 #endif

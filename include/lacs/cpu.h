@@ -1,0 +1,41 @@
+/* lacs: builtin:cpu, the optimized CPU implementation (SPEC.md 12).
+ *
+ * Every op of the golden vectors, fast: the recurrent family by the chunkwise
+ * WY/UT algorithm (chunks of 64, GEMMs between chunks) with a recurrent path
+ * for decoding, the attention forms blocked with an online softmax, the norms
+ * vectorized. fp32 inputs are computed in fp32; bf16 inputs with fp32
+ * accumulation and an fp32 state (AVX512-BF16 where the CPU has it).
+ *
+ * The instruction set is chosen at run time: the best the CPU has, or the one
+ * named by the environment variable LACS_ISA (avx512, avx2, scalar; one the CPU
+ * lacks is an error). The work is spread over LACS_THREADS threads (default:
+ * the online CPUs) by (sequence, head) for the sequence ops, by rows for the
+ * norms.
+ */
+#ifndef LACS_CPU_H
+#define LACS_CPU_H
+
+#include "lacs/plugin.h"
+
+/* The plugin ABI's call (lacs/plugin.h) on builtin:cpu: inputs F32 or BF16
+ * (cu_seqlens I64), outputs F32 with the names and shapes
+ * lacs_reference_output_shapes gives. Returns LACS_OK or an error code
+ * (lacs/types.h) with lacs_last_error() naming the problem. */
+int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,
+                 lacs_tensor *outputs, int n_outputs);
+
+/* The same as an lacs_impl_fn (lacs/check.h; context unused). */
+int lacs_impl_cpu(void *context, const char *op, const lacs_tensor *inputs, int n_inputs,
+                  const lacs_param *params, int n_params, lacs_tensor *outputs, int n_outputs);
+
+/* The instruction set builtin:cpu runs with ("avx512", "avx2" or "scalar"),
+ * or NULL with lacs_last_error() set when LACS_ISA names one that is unknown
+ * or that this CPU lacks. */
+const char *lacs_cpu_isa_name(void);
+/* Whether this CPU can run instruction set `name` ("avx512": AVX-512 F, BW,
+ * VL, DQ and BF16 with FMA; "avx2": AVX2 and FMA; "scalar": always). */
+int lacs_cpu_isa_supported(const char *name);
+/* The number of threads builtin:cpu uses (LACS_THREADS, or the online CPUs). */
+int lacs_cpu_threads(void);
+
+#endif

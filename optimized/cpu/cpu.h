@@ -1,0 +1,124 @@
+/* builtin:cpu internals: what the family files (recurrent.c, attention.c,
+ * norms.c, mesa.c) share. dispatch.c implements it, except the GEMM kernels
+ * (gemm_scalar.c, gemm_avx2.c, gemm_avx512.c: one table per instruction set).
+ */
+#ifndef LACS_CPU_INTERNAL_H
+#define LACS_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lacs/cpu.h"
+#include "lacs/ops.h"
+#include "lacs/plugin.h"
+#include "lacs/types.h"
+
+typedef enum { LACS_ISA_SCALAR = 0, LACS_ISA_AVX2 = 1, LACS_ISA_AVX512 = 2 } lacs_cpu_isa;
+
+/* ---- the GEMM kernels of one instruction set ---- */
+
+typedef struct {
+    const char *isa;
+    /* C[m x n] = A[m x k] B[k x n], or C += A B when `accumulate`; row-major,
+     * leading dimensions in elements; fp32 throughout. k = 0 gives C = 0 (or
+     * leaves C). */
+    void (*sgemm)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
+                  float *C, int64_t ldc, int accumulate);
+    /* The same with bf16 operands and fp32 accumulation: A [m x k] bf16
+     * row-major, B packed by lacs_cpu_pack_bf16_* (k rounded up to even). */
+    void (*bgemm)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp, float *C,
+                  int64_t ldc, int accumulate);
+} lacs_cpu_gemm;
+
+extern const lacs_cpu_gemm lacs_cpu_gemm_scalar;
+extern const lacs_cpu_gemm lacs_cpu_gemm_avx2;
+extern const lacs_cpu_gemm lacs_cpu_gemm_avx512;
+/* The table of `isa`. */
+const lacs_cpu_gemm *lacs_cpu_gemm_for(lacs_cpu_isa isa);
+
+/* B packed for bgemm (the layout of vdpbf16ps, two consecutive k per 32-bit
+ * lane): Bp[(p / 2) * 2 n + 2 j + p % 2] = B[p][j] for p < k, j < n, and 0 for
+ * p = k when k is odd. Bp holds lacs_cpu_packed_bf16_size(k, n) elements. */
+size_t lacs_cpu_packed_bf16_size(int64_t k, int64_t n);
+/* From B [k x n] row-major (leading dimension ldb). */
+void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, uint16_t *Bp);
+/* From B's transpose Bt [n x k] row-major (leading dimension ldbt): B[p][j] = Bt[j][p]. */
+void lacs_cpu_pack_bf16_transposed(int64_t k, int64_t n, const uint16_t *Bt, int64_t ldbt, uint16_t *Bp);
+
+/* ---- bfloat16 ---- */
+
+static inline float lacs_cpu_bf16_to_f32(uint16_t b)
+{
+    union { uint32_t u; float f; } v = {.u = (uint32_t)b << 16};
+    return v.f;
+}
+/* Round to nearest even; NaN stays NaN (quiet), inf stays inf. */
+static inline uint16_t lacs_cpu_f32_to_bf16(float f)
+{
+    union { float f; uint32_t u; } v = {.f = f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((v.u >> 16) | 0x0040u);
+    return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float lacs_cpu_round_bf16(float f) { return lacs_cpu_bf16_to_f32(lacs_cpu_f32_to_bf16(f)); }
+
+/* ---- one call ---- */
+
+typedef struct {
+    const char *op;
+    const lacs_op_info *info;
+    const lacs_tensor *inputs;
+    int n_inputs;
+    const lacs_param *params;
+    int n_params;
+    lacs_tensor *outputs;
+    int n_outputs;
+    int bf16;                 /* the floating-point inputs are BF16 (the bf16 tier) */
+    lacs_cpu_isa isa;
+    const lacs_cpu_gemm *gemm;
+    int threads;
+} lacs_cpu_call;
+
+/* The input named `name`, or NULL when it is not given. */
+const lacs_tensor *lacs_cpu_input(const lacs_cpu_call *c, const char *name);
+/* The output named `name`, or NULL when the caller does not want it. */
+lacs_tensor *lacs_cpu_output(const lacs_cpu_call *c, const char *name);
+/* Parameter `name`: the value given, else the op's default
+ * (lacs_reference_param_default), else `fallback`. */
+double lacs_cpu_param(const lacs_cpu_call *c, const char *name, double fallback);
+/* A floating-point input as fp32: a malloc'd copy (convert BF16, copy F32);
+ * NULL when absent or out of memory (*oom set to 1 then). */
+float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom);
+/* The sequences of a [B, T, ...] input: n_seqs = N (cu_seqlens) or B; start
+ * and length of sequence n in tokens of the flattened [B * T] axis. */
+int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t B, int64_t T, int64_t n, int64_t *start);
+
+/* Records the error (lacs_last_error) and returns `code`. */
+int lacs_cpu_error(int code, const char *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- threads ---- */
+
+/* Runs fn(context, item, thread) for item = 0 .. n_items - 1 on up to
+ * `threads` threads (thread in 0 .. threads - 1, so that each may own a
+ * workspace), items handed out in order as threads free up. Returns when all
+ * are done. */
+typedef void (*lacs_cpu_task)(void *context, int64_t item, int thread);
+void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void *context);
+
+/* ---- figures for the bench ---- */
+
+/* The chunk length of the recurrent family's chunk algorithm. */
+#define LACS_CPU_CHUNK 64
+/* The floating-point operations recurrent.c performs for one head over a
+ * sequence of T tokens (K, V the head dims) with scalar or no gates: per chunk
+ * of n tokens (formula in recurrent.c). */
+double lacs_cpu_chunk_flops(int64_t T, int64_t K, int64_t V);
+
+/* ---- the families (each file one; called by lacs_cpu_run after validation) ---- */
+
+int lacs_cpu_recurrent(const lacs_cpu_call *c);  /* recurrent.c: linear_attn ... efla */
+int lacs_cpu_mesa_net(const lacs_cpu_call *c);   /* mesa.c */
+int lacs_cpu_attention(const lacs_cpu_call *c);  /* attention.c: softmax_attn, fox, deltaformer, path_attn */
+int lacs_cpu_norm(const lacs_cpu_call *c);       /* norms.c: rmsnorm ... l2norm_vjp */
+
+#endif

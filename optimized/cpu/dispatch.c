@@ -1,0 +1,346 @@
+/* builtin:cpu: choosing the instruction set and the threads, validating a
+ * call, and handing it to its family (SPEC.md 12).
+ *
+ * Read top to bottom: the instruction sets (what the CPU has, LACS_ISA), the
+ * threads (LACS_THREADS, a parallel for on pthreads), the small helpers the
+ * family files share (inputs by name, bf16 packing), and lacs_cpu_run.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../reference/internal.h"
+#include "cpu.h"
+
+/* ---- instruction sets ---- */
+
+static const char *const isa_names[] = {"scalar", "avx2", "avx512"};
+
+static int isa_supported(lacs_cpu_isa isa)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    switch (isa) {
+    case LACS_ISA_SCALAR:
+        return 1;
+    case LACS_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case LACS_ISA_AVX512:
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+               __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("fma");
+    }
+    return 0;
+#else
+    return isa == LACS_ISA_SCALAR;
+#endif
+}
+
+int lacs_cpu_isa_supported(const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && strcmp(name, isa_names[i]) == 0)
+            return isa_supported((lacs_cpu_isa)i);
+    return 0;
+}
+
+/* The ISA to use: LACS_ISA if set (must be known and supported), else the best. */
+static int choose_isa(lacs_cpu_isa *isa)
+{
+    const char *forced = getenv("LACS_ISA");
+    if (forced && *forced) {
+        for (int i = 0; i < 3; i++)
+            if (strcmp(forced, isa_names[i]) == 0) {
+                if (!isa_supported((lacs_cpu_isa)i))
+                    return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu",
+                                          "LACS_ISA=%s: this CPU lacks the instructions it needs (%s)", forced,
+                                          i == LACS_ISA_AVX512 ? "AVX-512 F/BW/VL/DQ, AVX512-BF16 and FMA"
+                                                               : "AVX2 and FMA");
+                *isa = (lacs_cpu_isa)i;
+                return LACS_OK;
+            }
+        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu", "LACS_ISA=%s is not one of avx512, avx2, scalar",
+                              forced);
+    }
+    *isa = isa_supported(LACS_ISA_AVX512) ? LACS_ISA_AVX512
+           : isa_supported(LACS_ISA_AVX2) ? LACS_ISA_AVX2
+                                          : LACS_ISA_SCALAR;
+    return LACS_OK;
+}
+
+const char *lacs_cpu_isa_name(void)
+{
+    lacs_cpu_isa isa;
+    return choose_isa(&isa) == LACS_OK ? isa_names[isa] : NULL;
+}
+
+const lacs_cpu_gemm *lacs_cpu_gemm_for(lacs_cpu_isa isa)
+{
+    if (!lacs_cpu_gemm_avx512.sgemm) /* TEMPORARY while the SIMD kernels are written */
+        return &lacs_cpu_gemm_scalar;
+    switch (isa) {
+    case LACS_ISA_AVX512:
+        return &lacs_cpu_gemm_avx512;
+    case LACS_ISA_AVX2:
+        return &lacs_cpu_gemm_avx2;
+    case LACS_ISA_SCALAR:
+        break;
+    }
+    return &lacs_cpu_gemm_scalar;
+}
+
+/* ---- threads ---- */
+
+int lacs_cpu_threads(void)
+{
+    const char *s = getenv("LACS_THREADS");
+    if (s && *s) {
+        char *end;
+        errno = 0;
+        long n = strtol(s, &end, 10);
+        if (errno == 0 && *end == '\0' && n >= 1 && n <= 1024)
+            return (int)n;
+        /* a bad value is reported by lacs_cpu_run; here, fall back */
+    }
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online >= 1 ? (int)(online < 1024 ? online : 1024) : 1;
+}
+
+static int check_threads_env(void)
+{
+    const char *s = getenv("LACS_THREADS");
+    if (!s || !*s)
+        return LACS_OK;
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1 || n > 1024)
+        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu", "LACS_THREADS=%s is not a whole number in 1..1024", s);
+    return LACS_OK;
+}
+
+typedef struct {
+    lacs_cpu_task fn;
+    void *context;
+    int64_t n_items;
+    atomic_llong next;
+} parallel_job;
+
+typedef struct {
+    parallel_job *job;
+    int thread;
+} parallel_worker;
+
+static void *parallel_worker_main(void *arg)
+{
+    parallel_worker *w = arg;
+    for (;;) {
+        long long item = atomic_fetch_add(&w->job->next, 1);
+        if (item >= w->job->n_items)
+            break;
+        w->job->fn(w->job->context, (int64_t)item, w->thread);
+    }
+    return NULL;
+}
+
+void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void *context)
+{
+    if (threads > n_items)
+        threads = (int)(n_items > 0 ? n_items : 1);
+    if (threads < 1)
+        threads = 1;
+    parallel_job job = {.fn = fn, .context = context, .n_items = n_items};
+    atomic_init(&job.next, 0);
+    parallel_worker workers[1024];
+    pthread_t ids[1024];
+    int started = 1;
+    for (int t = 0; t < threads; t++)
+        workers[t] = (parallel_worker){.job = &job, .thread = t};
+    /* thread 0 is the caller; a thread that cannot be created leaves its share to the others */
+    for (int t = 1; t < threads; t++) {
+        if (pthread_create(&ids[started], NULL, parallel_worker_main, &workers[started]) != 0)
+            break;
+        started++;
+    }
+    parallel_worker_main(&workers[0]);
+    for (int t = 1; t < started; t++)
+        pthread_join(ids[t], NULL);
+}
+
+/* ---- shared helpers ---- */
+
+int lacs_cpu_error(int code, const char *op, const char *fmt, ...)
+{
+    char message[1536];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    return lacs_internal_error(code, op, "%s", message);
+}
+
+const lacs_tensor *lacs_cpu_input(const lacs_cpu_call *c, const char *name)
+{
+    for (int i = 0; i < c->n_inputs; i++)
+        if (c->inputs[i].name && strcmp(c->inputs[i].name, name) == 0)
+            return &c->inputs[i];
+    return NULL;
+}
+
+lacs_tensor *lacs_cpu_output(const lacs_cpu_call *c, const char *name)
+{
+    for (int i = 0; i < c->n_outputs; i++)
+        if (c->outputs[i].name && strcmp(c->outputs[i].name, name) == 0)
+            return &c->outputs[i];
+    return NULL;
+}
+
+double lacs_cpu_param(const lacs_cpu_call *c, const char *name, double fallback)
+{
+    for (int i = 0; i < c->n_params; i++)
+        if (c->params[i].name && strcmp(c->params[i].name, name) == 0)
+            return c->params[i].value;
+    double value;
+    if (lacs_reference_param_default(c->op, c->inputs, c->n_inputs, name, &value))
+        return value;
+    return fallback;
+}
+
+float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom)
+{
+    const lacs_tensor *t = lacs_cpu_input(c, name);
+    if (!t)
+        return NULL;
+    const int64_t n = lacs_tensor_count(t);
+    float *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
+    if (!out) {
+        *oom = 1;
+        return NULL;
+    }
+    if (t->dtype == LACS_BF16) {
+        const uint16_t *b = t->data;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = lacs_cpu_bf16_to_f32(b[i]);
+    } else if (n > 0)
+        memcpy(out, t->data, (size_t)n * sizeof *out);
+    return out;
+}
+
+int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t B, int64_t T, int64_t n, int64_t *start)
+{
+    const lacs_tensor *cu = lacs_cpu_input(c, "cu_seqlens");
+    if (cu) {
+        const int64_t *offsets = cu->data;
+        *start = offsets[n];
+        return offsets[n + 1] - offsets[n];
+    }
+    (void)B;
+    *start = n * T;
+    return T;
+}
+
+size_t lacs_cpu_packed_bf16_size(int64_t k, int64_t n) { return (size_t)((k + 1) / 2) * 2 * (size_t)n; }
+
+void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, uint16_t *Bp)
+{
+    for (int64_t p = 0; p < k; p += 2)
+        for (int64_t j = 0; j < n; j++) {
+            Bp[(p / 2) * 2 * n + 2 * j] = B[p * ldb + j];
+            Bp[(p / 2) * 2 * n + 2 * j + 1] = p + 1 < k ? B[(p + 1) * ldb + j] : 0;
+        }
+}
+
+void lacs_cpu_pack_bf16_transposed(int64_t k, int64_t n, const uint16_t *Bt, int64_t ldbt, uint16_t *Bp)
+{
+    for (int64_t p = 0; p < k; p += 2)
+        for (int64_t j = 0; j < n; j++) {
+            Bp[(p / 2) * 2 * n + 2 * j] = Bt[j * ldbt + p];
+            Bp[(p / 2) * 2 * n + 2 * j + 1] = p + 1 < k ? Bt[j * ldbt + p + 1] : 0;
+        }
+}
+
+/* ---- the call ---- */
+
+int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,
+                 lacs_tensor *outputs, int n_outputs)
+{
+    const lacs_op_info *info = lacs_op_find(op);
+    if (!info)
+        return lacs_cpu_error(LACS_ERR_INPUT, "builtin:cpu", "unknown op '%s'", op ? op : "(null)");
+
+    /* Names and shapes: the reference's own validation (one implementation). */
+    lacs_output_shape shapes[LACS_OPS_MAX_OUTPUTS];
+    int n_shapes = 0;
+    int rc = lacs_reference_output_shapes(op, inputs, n_inputs, shapes, &n_shapes);
+    if (rc != LACS_OK)
+        return rc;
+
+    /* Every floating-point input in one dtype, F32 or BF16: that is the tier. */
+    int bf16 = -1;
+    for (int i = 0; i < n_inputs; i++) {
+        if (inputs[i].dtype == LACS_I64)
+            continue;
+        if (inputs[i].dtype != LACS_F32 && inputs[i].dtype != LACS_BF16)
+            return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu takes F32 or BF16 inputs; '%s' is %s",
+                                  inputs[i].name, inputs[i].dtype == LACS_F64 ? "F64" : "another dtype");
+        const int is_bf16 = inputs[i].dtype == LACS_BF16;
+        if (bf16 >= 0 && is_bf16 != bf16)
+            return lacs_cpu_error(LACS_ERR_INPUT, op,
+                                  "builtin:cpu takes the inputs of one tier: '%s' is %s but an earlier input is %s",
+                                  inputs[i].name, is_bf16 ? "BF16" : "F32", is_bf16 ? "F32" : "BF16");
+        bf16 = is_bf16;
+    }
+
+    /* Outputs: F32, each one the op gives, with its shape. */
+    for (int i = 0; i < n_outputs; i++) {
+        const lacs_tensor *t = &outputs[i];
+        int found = 0;
+        for (int s = 0; s < n_shapes && !found; s++) {
+            if (!t->name || strcmp(t->name, shapes[s].name) != 0)
+                continue;
+            found = 1;
+            int same = t->ndim == shapes[s].ndim;
+            for (int d = 0; same && d < t->ndim; d++)
+                same = t->shape[d] == shapes[s].shape[d];
+            if (!same)
+                return lacs_cpu_error(LACS_ERR_SHAPE, op, "output '%s' does not have the shape the inputs give",
+                                      t->name);
+        }
+        if (!found)
+            return lacs_cpu_error(LACS_ERR_INPUT, op, "'%s' is not an output of %s", t->name ? t->name : "(null)",
+                                  op);
+        if (t->dtype != LACS_F32)
+            return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu writes F32 outputs; '%s' is not F32", t->name);
+    }
+
+    lacs_cpu_call c = {.op = op, .info = info, .inputs = inputs, .n_inputs = n_inputs, .params = params,
+                       .n_params = n_params, .outputs = outputs, .n_outputs = n_outputs, .bf16 = bf16 == 1};
+    if ((rc = choose_isa(&c.isa)) != LACS_OK || (rc = check_threads_env()) != LACS_OK)
+        return rc;
+    c.gemm = lacs_cpu_gemm_for(c.isa);
+    c.threads = lacs_cpu_threads();
+
+    switch (info->family) {
+    case LACS_FAMILY_RECURRENT:
+        return lacs_cpu_recurrent(&c);
+    case LACS_FAMILY_MESA:
+        return lacs_cpu_mesa_net(&c);
+    case LACS_FAMILY_ATTENTION:
+        return lacs_cpu_attention(&c);
+    case LACS_FAMILY_NORM:
+        return lacs_cpu_norm(&c);
+    }
+    return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu has no implementation of this family");
+}
+
+int lacs_impl_cpu(void *context, const char *op, const lacs_tensor *inputs, int n_inputs,
+                  const lacs_param *params, int n_params, lacs_tensor *outputs, int n_outputs)
+{
+    (void)context;
+    return lacs_cpu_run(op, inputs, n_inputs, params, n_params, outputs, n_outputs);
+}
