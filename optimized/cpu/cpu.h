@@ -73,7 +73,7 @@ typedef struct {
     int n_params;
     lacs_tensor *outputs;
     int n_outputs;
-    int bf16;                 /* the floating-point inputs are BF16 (the bf16 tier) */
+    int bf16;                 /* q (x for the norms) is BF16: the bf16 tier; other inputs may be either */
     lacs_cpu_isa isa;
     const lacs_cpu_gemm *gemm;
     int threads;

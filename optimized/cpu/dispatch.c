@@ -280,20 +280,18 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
     if (rc != LACS_OK)
         return rc;
 
-    /* Every floating-point input in one dtype, F32 or BF16: that is the tier. */
-    int bf16 = -1;
+    /* The tier is q's dtype (x's for the norms): BF16 inputs are the bf16 tier.
+     * Others may be F32 in either tier: a state carried from an earlier call
+     * (h0 = the F32 ht returned) is one. */
+    int bf16 = 0;
     for (int i = 0; i < n_inputs; i++) {
         if (inputs[i].dtype == LACS_I64)
             continue;
         if (inputs[i].dtype != LACS_F32 && inputs[i].dtype != LACS_BF16)
             return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu takes F32 or BF16 inputs; '%s' is %s",
                                   inputs[i].name, inputs[i].dtype == LACS_F64 ? "F64" : "another dtype");
-        const int is_bf16 = inputs[i].dtype == LACS_BF16;
-        if (bf16 >= 0 && is_bf16 != bf16)
-            return lacs_cpu_error(LACS_ERR_INPUT, op,
-                                  "builtin:cpu takes the inputs of one tier: '%s' is %s but an earlier input is %s",
-                                  inputs[i].name, is_bf16 ? "BF16" : "F32", is_bf16 ? "F32" : "BF16");
-        bf16 = is_bf16;
+        if (inputs[i].name && (strcmp(inputs[i].name, "q") == 0 || strcmp(inputs[i].name, "x") == 0))
+            bf16 = inputs[i].dtype == LACS_BF16;
     }
 
     /* Outputs: F32, each one the op gives, with its shape. */
@@ -319,7 +317,7 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
     }
 
     lacs_cpu_call c = {.op = op, .info = info, .inputs = inputs, .n_inputs = n_inputs, .params = params,
-                       .n_params = n_params, .outputs = outputs, .n_outputs = n_outputs, .bf16 = bf16 == 1};
+                       .n_params = n_params, .outputs = outputs, .n_outputs = n_outputs, .bf16 = bf16};
     if ((rc = choose_isa(&c.isa)) != LACS_OK || (rc = check_threads_env()) != LACS_OK)
         return rc;
     c.gemm = lacs_cpu_gemm_for(c.isa);
