@@ -282,9 +282,12 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
         /* A_ij = b_i sum_c k_ic k_jc exp(Gr_ic - G_jc), j < i. */
         if (!channel) {
             product(r, w, n, n, K, w->k, K, w->k, K, 1, w->A, n, 0); /* K K^T */
-            for (int64_t i = 0; i < n; i++)
-                for (int64_t j = 0; j < n; j++)
-                    w->A[i * n + j] = j < i ? w->b[i] * expf(Gr[i] - G[j]) * w->A[i * n + j] : 0.0f;
+            for (int64_t i = 0; i < n; i++) {
+                for (int64_t j = 0; j < i; j++)
+                    w->A[i * n + j] *= w->b[i] * expf(Gr[i] - G[j]);
+                for (int64_t j = i; j < n; j++)
+                    w->A[i * n + j] = 0.0f;
+            }
         } else {
             for (int64_t i = 0; i < n; i++)
                 for (int64_t j = 0; j < n; j++) {
@@ -297,8 +300,9 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
         unit_lower_inverse(n, w->A, w->Tinv);
         /* -W = T [-b_j exp(Gr_j) k_j] and U = T [b_j v_j] */
         for (int64_t i = 0; i < n; i++) {
+            const float row_decay = channel ? 0.0f : expf(Gr[i]); /* scalar decay: one exp per row */
             for (int64_t c = 0; c < K; c++)
-                w->rk[i * K + c] = -w->b[i] * expf(Gr[i * Kg + (channel ? c : 0)]) * w->k[i * K + c];
+                w->rk[i * K + c] = -w->b[i] * (channel ? expf(Gr[i * K + c]) : row_decay) * w->k[i * K + c];
             for (int64_t c = 0; c < V; c++)
                 w->v[i * V + c] *= w->b[i];
         }
@@ -309,15 +313,20 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
     }
 
     /* o_i = scale S^T (exp(G_i) (.) q_i) + sum_{j<=i} P_ij V'_j */
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
+        const float row_decay = channel ? 0.0f : expf(G[i]);
         for (int64_t c = 0; c < K; c++)
-            w->qg[i * K + c] = scale * expf(G[i * Kg + (channel ? c : 0)]) * w->q[i * K + c];
+            w->qg[i * K + c] = scale * (channel ? expf(G[i * K + c]) : row_decay) * w->q[i * K + c];
+    }
     product(r, w, n, V, K, w->qg, K, w->S, V, 0, w->out, V, 0);
     if (!channel) {
         product(r, w, n, n, K, w->q, K, w->k, K, 1, w->A, n, 0); /* Q K^T */
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < n; j++)
-                w->A[i * n + j] = j <= i ? scale * expf(G[i] - G[j]) * w->A[i * n + j] : 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            for (int64_t j = 0; j <= i; j++)
+                w->A[i * n + j] *= scale * expf(G[i] - G[j]);
+            for (int64_t j = i + 1; j < n; j++)
+                w->A[i * n + j] = 0.0f;
+        }
     } else {
         for (int64_t i = 0; i < n; i++)
             for (int64_t j = 0; j < n; j++) {
@@ -331,12 +340,15 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
 
     /* S <- exp(G_last) (.) S + sum_j (exp(G_last - G_j) (.) k_j) V'_j^T */
     const float *Glast = G + (n - 1) * Kg;
+    if (!channel) /* scalar decay: exp(G_last - G_j) once per token, kept in b (no longer needed) */
+        for (int64_t j = 0; j < n; j++)
+            w->b[j] = expf(Glast[0] - G[j]);
     for (int64_t c = 0; c < K; c++) {
         const float decay = expf(Glast[channel ? c : 0]);
         for (int64_t j = 0; j < V; j++)
             w->S[c * V + j] *= decay;
         for (int64_t j = 0; j < n; j++)
-            w->kt[c * n + j] = expf(Glast[channel ? c : 0] - G[j * Kg + (channel ? c : 0)]) * w->k[j * K + c];
+            w->kt[c * n + j] = (channel ? expf(Glast[c] - G[j * K + c]) : w->b[j]) * w->k[j * K + c];
     }
     product(r, w, K, V, n, w->kt, n, vnew, V, 0, w->S, V, 1);
 }
