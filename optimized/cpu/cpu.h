@@ -62,6 +62,12 @@ static inline uint16_t lacs_cpu_f32_to_bf16(float f)
 }
 static inline float lacs_cpu_round_bf16(float f) { return lacs_cpu_bf16_to_f32(lacs_cpu_f32_to_bf16(f)); }
 
+/* x [m x k] (leading dimension ldx) rounded to bf16 into out [m x k]
+ * (contiguous): lacs_cpu_f32_to_bf16 on each, or vcvtneps2bf16 for
+ * LACS_ISA_AVX512 (bf16_avx512.c; subnormals to zero). */
+void lacs_cpu_round_bf16_rows(lacs_cpu_isa isa, int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out);
+void lacs_cpu_round_bf16_rows_avx512(int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out);
+
 /* ---- one call ---- */
 
 typedef struct {

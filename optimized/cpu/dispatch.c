@@ -264,6 +264,17 @@ void lacs_cpu_pack_bf16_transposed(int64_t k, int64_t n, const uint16_t *Bt, int
         }
 }
 
+void lacs_cpu_round_bf16_rows(lacs_cpu_isa isa, int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out)
+{
+    if (isa == LACS_ISA_AVX512) {
+        lacs_cpu_round_bf16_rows_avx512(m, k, x, ldx, out);
+        return;
+    }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t p = 0; p < k; p++)
+            out[i * k + p] = lacs_cpu_f32_to_bf16(x[i * ldx + p]);
+}
+
 /* ---- the call ---- */
 
 int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,

@@ -132,6 +132,8 @@ typedef struct {
     float *qg;            /* n x K: scale exp(G) (.) q */
     float *scratch;       /* a transposed or rounded operand */
     uint16_t *a16, *b16;  /* bf16 operands */
+    uint16_t *t16;        /* an operand rounded, before packing */
+    uint16_t *k16, *s16;  /* bf16 tier: K^T and S packed once per chunk (each is used twice) */
 } workspace;
 
 static void workspace_free(workspace *w)
@@ -154,6 +156,9 @@ static void workspace_free(workspace *w)
     free(w->scratch);
     free(w->a16);
     free(w->b16);
+    free(w->t16);
+    free(w->k16);
+    free(w->s16);
     memset(w, 0, sizeof *w);
 }
 
@@ -180,8 +185,11 @@ static int workspace_alloc(workspace *w, int64_t K, int64_t V)
     w->scratch = malloc(side * side * sizeof(float));
     w->a16 = malloc(side * side * sizeof(uint16_t));
     w->b16 = malloc(side * side * sizeof(uint16_t));
+    w->t16 = malloc(side * side * sizeof(uint16_t));
+    w->k16 = malloc(side * side * sizeof(uint16_t));
+    w->s16 = malloc(side * side * sizeof(uint16_t));
     if (!w->S || !w->q || !w->k || !w->v || !w->kt || !w->G || !w->Gr || !w->b || !w->A || !w->Tinv || !w->rk ||
-        !w->w || !w->u || !w->out || !w->qg || !w->scratch || !w->a16 || !w->b16) {
+        !w->w || !w->u || !w->out || !w->qg || !w->scratch || !w->a16 || !w->b16 || !w->t16 || !w->k16 || !w->s16) {
         workspace_free(w);
         return LACS_ERR_MEMORY;
     }
@@ -190,13 +198,28 @@ static int workspace_alloc(workspace *w, int64_t K, int64_t V)
 
 /* ---- products ---- */
 
+/* bf16 tier: B [k x n] (ldb), or its transpose [n x k] when b_transposed,
+ * rounded to bf16 and packed for bgemm into Bp (lacs_cpu_pack_bf16). */
+static void pack_operand(const recurrent_op *r, workspace *w, int64_t k, int64_t n, const float *B, int64_t ldb,
+                         int b_transposed, uint16_t *Bp)
+{
+    if (b_transposed) {
+        lacs_cpu_round_bf16_rows(r->call->isa, n, k, B, ldb, w->t16);
+        lacs_cpu_pack_bf16_transposed(k, n, w->t16, k, Bp);
+    } else {
+        lacs_cpu_round_bf16_rows(r->call->isa, k, n, B, ldb, w->t16);
+        lacs_cpu_pack_bf16(k, n, w->t16, n, Bp);
+    }
+}
+
 /* C[m x n] (+)= A[m x k] B[k x n], with B given as B itself (ldb) or, when
  * b_transposed, as its transpose [n x k] (ldb). fp32 tier: the ISA's sgemm.
  * bf16 tier: both operands rounded to bf16 here, where the algorithm hands
- * them to a product, and bgemm (fp32 accumulation). */
+ * them to a product, and bgemm (fp32 accumulation); `packed`, when not NULL,
+ * is B already packed (an operand used twice in a chunk). */
 static void product(const recurrent_op *r, workspace *w, int64_t m, int64_t n, int64_t k, const float *A,
-                    int64_t lda, const float *B, int64_t ldb, int b_transposed, float *C, int64_t ldc,
-                    int accumulate)
+                    int64_t lda, const float *B, int64_t ldb, int b_transposed, const uint16_t *packed, float *C,
+                    int64_t ldc, int accumulate)
 {
     const lacs_cpu_gemm *gemm = r->call->gemm;
     if (!r->call->bf16) {
@@ -210,18 +233,12 @@ static void product(const recurrent_op *r, workspace *w, int64_t m, int64_t n, i
         gemm->sgemm(m, n, k, A, lda, B, ldb, C, ldc, accumulate);
         return;
     }
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t p = 0; p < k; p++)
-            w->a16[i * k + p] = lacs_cpu_f32_to_bf16(A[i * lda + p]);
-    /* the vdpbf16ps layout of lacs_cpu_pack_bf16, from fp32 */
-    for (int64_t p = 0; p < k; p += 2)
-        for (int64_t j = 0; j < n; j++) {
-            const float b0 = b_transposed ? B[j * ldb + p] : B[p * ldb + j];
-            const float b1 = p + 1 >= k ? 0.0f : b_transposed ? B[j * ldb + p + 1] : B[(p + 1) * ldb + j];
-            w->b16[(p / 2) * 2 * n + 2 * j] = lacs_cpu_f32_to_bf16(b0);
-            w->b16[(p / 2) * 2 * n + 2 * j + 1] = lacs_cpu_f32_to_bf16(b1);
-        }
-    gemm->bgemm(m, n, k, w->a16, k, w->b16, C, ldc, accumulate);
+    if (!packed) {
+        pack_operand(r, w, k, n, B, ldb, b_transposed, w->b16);
+        packed = w->b16;
+    }
+    lacs_cpu_round_bf16_rows(r->call->isa, m, k, A, lda, w->a16);
+    gemm->bgemm(m, n, k, w->a16, k, packed, C, ldc, accumulate);
 }
 
 /* ---- one chunk ---- */
@@ -275,13 +292,20 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
     const float scale = (float)r->scale;
     load_chunk(r, w, t0, n, hv);
     const float *G = w->G, *Gr = w->Gr;
+    const uint16_t *k_packed = NULL, *s_packed = NULL; /* bf16 tier: K^T and S, packed once */
+    if (r->call->bf16) {
+        pack_operand(r, w, K, n, w->k, K, 1, w->k16);
+        pack_operand(r, w, K, V, w->S, V, 0, w->s16);
+        k_packed = w->k16;
+        s_packed = w->s16;
+    }
 
     /* V': v for the linear family, else U - W S. */
     float *vnew = r->step == STEP_NONE ? w->v : w->u;
     if (r->step != STEP_NONE) {
         /* A_ij = b_i sum_c k_ic k_jc exp(Gr_ic - G_jc), j < i. */
         if (!channel) {
-            product(r, w, n, n, K, w->k, K, w->k, K, 1, w->A, n, 0); /* K K^T */
+            product(r, w, n, n, K, w->k, K, w->k, K, 1, k_packed, w->A, n, 0); /* K K^T */
             for (int64_t i = 0; i < n; i++) {
                 for (int64_t j = 0; j < i; j++)
                     w->A[i * n + j] *= w->b[i] * expf(Gr[i] - G[j]);
@@ -306,10 +330,10 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
             for (int64_t c = 0; c < V; c++)
                 w->v[i * V + c] *= w->b[i];
         }
-        product(r, w, n, K, n, w->Tinv, n, w->rk, K, 0, w->w, K, 0);
-        product(r, w, n, V, n, w->Tinv, n, w->v, V, 0, w->u, V, 0);
+        product(r, w, n, K, n, w->Tinv, n, w->rk, K, 0, NULL, w->w, K, 0);
+        product(r, w, n, V, n, w->Tinv, n, w->v, V, 0, NULL, w->u, V, 0);
         /* V' = U + (-W) S */
-        product(r, w, n, V, K, w->w, K, w->S, V, 0, w->u, V, 1);
+        product(r, w, n, V, K, w->w, K, w->S, V, 0, s_packed, w->u, V, 1);
     }
 
     /* o_i = scale S^T (exp(G_i) (.) q_i) + sum_{j<=i} P_ij V'_j */
@@ -318,9 +342,9 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
         for (int64_t c = 0; c < K; c++)
             w->qg[i * K + c] = scale * (channel ? expf(G[i * K + c]) : row_decay) * w->q[i * K + c];
     }
-    product(r, w, n, V, K, w->qg, K, w->S, V, 0, w->out, V, 0);
+    product(r, w, n, V, K, w->qg, K, w->S, V, 0, s_packed, w->out, V, 0);
     if (!channel) {
-        product(r, w, n, n, K, w->q, K, w->k, K, 1, w->A, n, 0); /* Q K^T */
+        product(r, w, n, n, K, w->q, K, w->k, K, 1, k_packed, w->A, n, 0); /* Q K^T */
         for (int64_t i = 0; i < n; i++) {
             for (int64_t j = 0; j <= i; j++)
                 w->A[i * n + j] *= scale * expf(G[i] - G[j]);
@@ -336,7 +360,7 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
                 w->A[i * n + j] = j <= i ? scale * sum : 0.0f;
             }
     }
-    product(r, w, n, V, n, w->A, n, vnew, V, 0, w->out, V, 1);
+    product(r, w, n, V, n, w->A, n, vnew, V, 0, NULL, w->out, V, 1);
 
     /* S <- exp(G_last) (.) S + sum_j (exp(G_last - G_j) (.) k_j) V'_j^T */
     const float *Glast = G + (n - 1) * Kg;
@@ -350,7 +374,7 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
         for (int64_t j = 0; j < n; j++)
             w->kt[c * n + j] = (channel ? expf(Glast[c] - G[j * K + c]) : w->b[j]) * w->k[j * K + c];
     }
-    product(r, w, K, V, n, w->kt, n, vnew, V, 0, w->S, V, 1);
+    product(r, w, K, V, n, w->kt, n, vnew, V, 0, NULL, w->S, V, 1);
 }
 
 /* ---- the recurrent step (decoding) ---- */
