@@ -1,7 +1,10 @@
 # lacs: Linear-Attention Conformance Suite.
 #
 #   make                 liblacs (static and shared) and the self-check, in build/
-#   make check           the main job: `lacs check` of IMPL (default builtin:reference) over the core vectors
+#   make check           the main job: `lacs check` of IMPL (default builtin:cpu) over the core vectors
+#   make test-cpu        builtin:cpu over the core vectors under each instruction set (LACS_ISA)
+#   make bench           builtin:cpu's speed against OpenBLAS sgemm, a stream copy and the reference
+#   make bench-quick     the same on small shapes (CI)
 #   make selfcheck       build and print the reference's self-check
 #   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
 #                        the Python suites (readers, oracle, schemas), vectors-check and a bounded fuzz
@@ -57,7 +60,8 @@ ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
 LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
-.PHONY: all lib check selfcheck test test-c test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo
+.PHONY: all lib check selfcheck test test-c test-cpu test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo \
+        bench bench-quick
 
 all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/lacs
 
@@ -124,10 +128,39 @@ $(BUILD)/plugins/%.so: tests/plugins/%.c $(wildcard tests/plugins/*.h) include/l
 	$(CC) $(CFLAGS_LACS) -shared -o $@ $< -lm
 
 # make check: the main job, the conformance check of an implementation over the core vectors
-# (IMPL=builtin:reference until the optimized CPU implementation exists; any plugin path works).
-IMPL ?= builtin:reference
+# (IMPL=builtin:cpu, the optimized CPU implementation, by default; builtin:reference or any plugin path works).
+IMPL ?= builtin:cpu
 check: $(BUILD)/lacs
 	./$(BUILD)/lacs check --impl $(IMPL)
+
+# make test-cpu: builtin:cpu over every core vector under each instruction set (LACS_ISA=avx512, avx2,
+# scalar): every case must pass (none skipped); an instruction set this CPU lacks is skipped with the reason
+# `lacs list` gives.
+CPU_ISAS := avx512 avx2 scalar
+test-cpu: $(BUILD)/lacs
+	@for isa in $(CPU_ISAS); do \
+	    why=$$(LACS_ISA=$$isa ./$(BUILD)/lacs list --op rmsnorm 2>/dev/null | grep '^  builtin:cpu ' | grep 'unavailable'); \
+	    if [ -n "$$why" ]; then echo "test-cpu: SKIP LACS_ISA=$$isa:$${why#*builtin:cpu}"; continue; fi; \
+	    echo "test-cpu: LACS_ISA=$$isa ./$(BUILD)/lacs check --impl builtin:cpu"; \
+	    summary=$$(LACS_ISA=$$isa ./$(BUILD)/lacs check --impl builtin:cpu | tail -n 1) || { echo "$$summary"; exit 1; }; \
+	    echo "  $$summary"; \
+	    case "$$summary" in *" 0 failed, 0 skipped"*) ;; *) echo "test-cpu: every case must pass" >&2; exit 1;; esac; \
+	done
+
+# make bench: builtin:cpu against the machine (OpenBLAS sgemm, a stream copy) and the scalar reference, one
+# line per configuration (bench/README.md); BENCH_ARGS=--quick for a short run (make bench-quick).
+BENCH_ARGS ?=
+$(BUILD)/lacs-bench: bench/lacs_bench.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEADERS)
+	$(CC) $(CFLAGS_LACS) -pthread -Ioptimized/cpu -o $@ bench/lacs_bench.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
+
+$(BUILD)/lacs-bench-gemm: bench/bench_gemm.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEADERS)
+	$(CC) $(CFLAGS_LACS) -pthread -Ioptimized/cpu -o $@ bench/bench_gemm.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
+
+bench: $(BUILD)/lacs-bench $(BUILD)/lacs-bench-gemm
+	./$(BUILD)/lacs-bench $(BENCH_ARGS)
+
+bench-quick: $(BUILD)/lacs-bench
+	./$(BUILD)/lacs-bench --quick
 
 selfcheck: $(BUILD)/lacs-selfcheck
 	./$(BUILD)/lacs-selfcheck
@@ -145,7 +178,7 @@ $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 
 # make test: the C suites, the Python reader/oracle/schema suites, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-python vectors-check fuzz
+test: test-c test-cpu test-python vectors-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
@@ -167,9 +200,11 @@ fuzz: $(FUZZ_BUILD)/fuzz-safetensors
 	./$(FUZZ_BUILD)/fuzz-safetensors -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 \
 	    $(FUZZ_BUILD)/corpus tests/data/malformed tests/data/valid
 
-# The C suites and the regeneration of the core vectors under ASan + UBSan.
+# The C suites, the regeneration of the core vectors, the reference's and builtin:cpu's checks (under each
+# instruction set) under ASan + UBSan.
 test-sanitize:
-	$(MAKE) SANITIZE=1 test-c vectors-check check
+	$(MAKE) SANITIZE=1 test-c vectors-check test-cpu
+	$(MAKE) SANITIZE=1 check IMPL=builtin:reference
 
 clean:
 	rm -rf build build-sanitize build-fuzz

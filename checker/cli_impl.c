@@ -27,7 +27,7 @@ int cli_impl_open(const char *spec, cli_impl *impl)
         return 0;
     }
     if (strcmp(spec, "builtin:cpu") == 0) {
-        if (!lacs_cpu_isa_name()) /* LACS_ISA names a set this CPU lacks, or none */
+        if (lacs_cpu_environment_check() != LACS_OK) /* LACS_ISA names a set this CPU lacks, LACS_THREADS=0 ... */
             return cli_error("%s", lacs_last_error());
         impl->kind = CLI_IMPL_BUILTIN;
         impl->run = lacs_cpu_run;

@@ -35,6 +35,10 @@ const char *lacs_cpu_isa_name(void);
 /* Whether this CPU can run instruction set `name` ("avx512": AVX-512 F, BW,
  * VL, DQ and BF16 with FMA; "avx2": AVX2 and FMA; "scalar": always). */
 int lacs_cpu_isa_supported(const char *name);
+/* LACS_OK when LACS_ISA and LACS_THREADS (either may be unset) are valid on
+ * this CPU, else LACS_ERR_PARAM with lacs_last_error() saying which and why;
+ * lacs_cpu_run checks the same on every call. */
+int lacs_cpu_environment_check(void);
 /* The number of threads builtin:cpu uses (LACS_THREADS, or the online CPUs). */
 int lacs_cpu_threads(void);
 

@@ -275,6 +275,13 @@ void lacs_cpu_round_bf16_rows(lacs_cpu_isa isa, int64_t m, int64_t k, const floa
             out[i * k + p] = lacs_cpu_f32_to_bf16(x[i * ldx + p]);
 }
 
+int lacs_cpu_environment_check(void)
+{
+    lacs_cpu_isa isa;
+    int rc = choose_isa(&isa);
+    return rc != LACS_OK ? rc : check_threads_env();
+}
+
 /* ---- the call ---- */
 
 int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,

@@ -109,7 +109,7 @@ def command_list(args):
             print(f"  {case.id:<{id_width}}  {'?':<{flags_width}}  cannot be loaded: {case.error}")
     print("\nimplementations (--impl):")
     for name, what in (("builtin:reference", "the double reference, run by build/lacs check"),
-                       ("builtin:cpu", "not available yet (issue 6)"),
+                       ("builtin:cpu", "the optimized CPU implementation, run by build/lacs check"),
                        ("builtin:cuda", "not available yet (issue 7)"),
                        ("PATH.so", "a shared library exporting lacs_plugin_run (ABI v1, include/lacs/plugin.h), "
                                    "run by build/lacs check"),

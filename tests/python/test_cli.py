@@ -133,7 +133,10 @@ class Usage(CliTestCase):
                                "absent", "does not exist")
         self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--shard", "3/2"), "--shard")
         self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--shard", "0/2"), "--shard")
-        self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu"), "builtin:cpu", "not available yet")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu", env=dict(os.environ, LACS_ISA="avx9")),
+                               "LACS_ISA=avx9", "avx512, avx2, scalar")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu", env=dict(os.environ, LACS_THREADS="0")),
+                               "LACS_THREADS=0")
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda"), "builtin:cuda", "not available yet")
         self.assert_user_error(self.lacs("check", "--impl", "python:my_kernels:run"), "python3 -m lacs check")
         self.assert_user_error(self.lacs("check", "--impl", self.path("absent.so")), "absent.so")
@@ -164,7 +167,7 @@ class List(CliTestCase):
         self.assertIn("ChunkBoundary", t64)
         for impl in ("builtin:reference", "builtin:cpu", "builtin:cuda", "PATH.so", "python:"):
             self.assertIn(impl, run.stdout)
-        self.assertIn("not available yet (issue 6)", run.stdout)
+        self.assertIn("the optimized CPU implementation (lacs_cpu_run)", run.stdout)
         self.assertIn("not available yet (issue 7)", run.stdout)
 
     def test_ops_comma_separated_or_repeated(self):
