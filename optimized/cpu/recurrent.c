@@ -122,7 +122,7 @@ static float step_size(const recurrent_op *r, int64_t t, int64_t hv, const float
 typedef struct {
     float *S;             /* K x V: the state */
     float *q, *k, *v;     /* n x K, n x K, n x V: the chunk's rows */
-    float *kt;            /* K x n: k transposed, decayed to the chunk's end for the state update */
+    float *kt;            /* K x n: k transposed (K K^T, Q K^T), then decayed to the chunk's end (the state update) */
     float *G, *Gr;        /* n x Kg (Kg = K per channel, else 1): inclusive sums, and the rows' sums Gr */
     float *b;             /* n: step sizes */
     float *A, *Tinv;      /* n x n: A, then the output's intra-chunk matrix; (I + A)^{-1} */
@@ -292,20 +292,25 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
     const float scale = (float)r->scale;
     load_chunk(r, w, t0, n, hv);
     const float *G = w->G, *Gr = w->Gr;
-    const uint16_t *k_packed = NULL, *s_packed = NULL; /* bf16 tier: K^T and S, packed once */
+    /* K^T is the right operand of K K^T and Q K^T: transposed once (fp32
+     * tier), or rounded and packed once (bf16 tier, with S, which W S and Q S share). */
+    const uint16_t *k_packed = NULL, *s_packed = NULL;
     if (r->call->bf16) {
         pack_operand(r, w, K, n, w->k, K, 1, w->k16);
         pack_operand(r, w, K, V, w->S, V, 0, w->s16);
         k_packed = w->k16;
         s_packed = w->s16;
-    }
+    } else
+        for (int64_t c = 0; c < K; c++)
+            for (int64_t j = 0; j < n; j++)
+                w->kt[c * n + j] = w->k[j * K + c];
 
     /* V': v for the linear family, else U - W S. */
     float *vnew = r->step == STEP_NONE ? w->v : w->u;
     if (r->step != STEP_NONE) {
         /* A_ij = b_i sum_c k_ic k_jc exp(Gr_ic - G_jc), j < i. */
         if (!channel) {
-            product(r, w, n, n, K, w->k, K, w->k, K, 1, k_packed, w->A, n, 0); /* K K^T */
+            product(r, w, n, n, K, w->k, K, w->kt, n, 0, k_packed, w->A, n, 0); /* K K^T */
             for (int64_t i = 0; i < n; i++) {
                 for (int64_t j = 0; j < i; j++)
                     w->A[i * n + j] *= w->b[i] * expf(Gr[i] - G[j]);
@@ -344,7 +349,7 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
     }
     product(r, w, n, V, K, w->qg, K, w->S, V, 0, s_packed, w->out, V, 0);
     if (!channel) {
-        product(r, w, n, n, K, w->q, K, w->k, K, 1, k_packed, w->A, n, 0); /* Q K^T */
+        product(r, w, n, n, K, w->q, K, w->kt, n, 0, k_packed, w->A, n, 0); /* Q K^T */
         for (int64_t i = 0; i < n; i++) {
             for (int64_t j = 0; j <= i; j++)
                 w->A[i * n + j] *= scale * expf(G[i] - G[j]);
