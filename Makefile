@@ -153,6 +153,7 @@ BENCH_ARGS ?=
 $(BUILD)/lacs-bench: bench/lacs_bench.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEADERS)
 	$(CC) $(CFLAGS_LACS) -pthread -Ioptimized/cpu -o $@ bench/lacs_bench.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
 
+# lacs-bench-gemm: GFLOP/s of builtin:cpu's GEMM kernels next to OpenBLAS's at the chunk shapes.
 $(BUILD)/lacs-bench-gemm: bench/bench_gemm.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEADERS)
 	$(CC) $(CFLAGS_LACS) -pthread -Ioptimized/cpu -o $@ bench/bench_gemm.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
 
@@ -169,7 +170,7 @@ deps:
 	@bash ci/deps.sh
 
 # The test objects need Criterion: ci/deps.sh installs it when missing.
-$(BUILD)/obj/tests/%.o: %.c $(HEADERS) tests/support.h | deps
+$(BUILD)/obj/tests/%.o: %.c $(HEADERS) $(CPU_HEADERS) tests/support.h | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_LACS) -c $< -o $@
 

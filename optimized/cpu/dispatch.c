@@ -81,8 +81,6 @@ const char *lacs_cpu_isa_name(void)
 
 const lacs_cpu_gemm *lacs_cpu_gemm_for(lacs_cpu_isa isa)
 {
-    if (!lacs_cpu_gemm_avx512.sgemm) /* TEMPORARY while the SIMD kernels are written */
-        return &lacs_cpu_gemm_scalar;
     switch (isa) {
     case LACS_ISA_AVX512:
         return &lacs_cpu_gemm_avx512;

@@ -1,0 +1,421 @@
+/* builtin:cpu's GEMM kernels (optimized/cpu/gemm_*.c, SPEC.md 12), for every
+ * instruction set this CPU has (the others are skipped with a message):
+ *   sgemm_*, bgemm_*  C (+)= A B against the exact product (double) on the
+ *                     chunk algorithm's shapes, small and odd ones, k = 1,
+ *                     k past the kernels' k blocks, leading dimensions wider
+ *                     than the matrices, accumulate on and off;
+ *   empty_*           m = 0 or n = 0 leave C alone; k = 0 zeroes it or keeps it;
+ *   bgemm_denormals   vdpbf16ps's flush to zero stays within the underflow term;
+ *   wrong_kernels     deliberately wrong kernels that the same bound rejects.
+ *
+ * The bound, per element: with M_ij = |C0_ij| + sum_p |A_ip| |B_pj| (C0 the C
+ * accumulated into, 0 without accumulate),
+ *     |C_ij - C_exact_ij| <= c k u M_ij + underflow,   c = 2, u = 2^-24,
+ * the classical gamma_k bound of a dot product in binary32 (each product
+ * rounded once by an FMA or exact, k - 1 sums, one more for C0: at most k + 1
+ * roundings, and k + 1 <= 2 k for k >= 1; k = 0 must be exact). The
+ * underflow term is k 2^-149 for sgemm (gradual underflow: half an ulp of the
+ * smallest subnormal per operation) and 2^-126 (k + 2 + sum_p (|A_ip| + |B_pj|))
+ * for bgemm (AVX-512's vdpbf16ps flushes denormal inputs and results to zero,
+ * see gemm_avx512.c); both are negligible for the data below except in the
+ * denormal test. Padding (leading dimensions past the matrices) is NaN in A
+ * and B, so that a kernel reading past a row gets NaN, and a sentinel in C,
+ * which must survive. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../optimized/cpu/cpu.h"
+
+#define BOUND_FACTOR 2.0
+#define UNIT_ROUNDOFF 0x1p-24
+#define C_SENTINEL 12345.0f
+
+typedef struct {
+    int64_t m, n, k;
+} shape;
+
+/* The chunk algorithm's products (chunk 64, K = V = 128), small and odd
+ * shapes, k = 1, k past the k blocks (256 for avx512 sgemm, 2 x 256 for its
+ * bgemm, 128 for avx2), rows and columns one past the tiles (8 x 32, 6 x 16). */
+static const shape shapes[] = {
+    {64, 64, 128}, {64, 128, 64}, {64, 128, 128}, {128, 128, 64}, {64, 16, 16}, {16, 32, 16}, {1, 128, 128},
+    {3, 5, 7},     {1, 1, 1},     {9, 33, 1},     {17, 47, 31},   {7, 15, 2},   {6, 16, 3},   {8, 32, 129},
+    {13, 17, 300}, {65, 129, 257}, {2, 1, 513},   {33, 31, 600},  {25, 48, 11}, {12, 8, 5},
+};
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
+
+/* Padding added to each leading dimension, so that rows are not contiguous. */
+enum { PAD_A = 3, PAD_B = 5, PAD_C = 7 };
+
+typedef void (*sgemm_fn)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float *C, int64_t ldc, int accumulate);
+typedef void (*bgemm_fn)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,
+                         float *C, int64_t ldc, int accumulate);
+
+/* ---- data ---- */
+
+static uint64_t next_random(uint64_t *state)
+{
+    /* SplitMix64 */
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1), times 2^e for e in -4 .. 3: magnitudes that differ, so that sums round. */
+static float random_value(uint64_t *state)
+{
+    const uint64_t r = next_random(state);
+    const double unit = (double)(r >> 11) * 0x1p-53 * 2.0 - 1.0;
+    return (float)ldexp(unit, (int)(r & 7) - 4);
+}
+
+/* A rows x cols matrix with leading dimension ld: random inside, `pad` in columns cols .. ld-1. */
+static float *random_matrix(int64_t rows, int64_t cols, int64_t ld, float pad, uint64_t *state)
+{
+    float *x = malloc((size_t)(rows * ld + 1) * sizeof *x);
+    cr_assert(x != NULL);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < ld; j++)
+            x[i * ld + j] = j < cols ? random_value(state) : pad;
+    return x;
+}
+
+static uint16_t *to_bf16(const float *x, int64_t count)
+{
+    uint16_t *b = malloc((size_t)(count + 1) * sizeof *b);
+    cr_assert(b != NULL);
+    for (int64_t i = 0; i < count; i++)
+        b[i] = lacs_cpu_f32_to_bf16(x[i]);
+    return b;
+}
+
+static float *copy_of(const float *x, int64_t count)
+{
+    float *y = malloc((size_t)(count + 1) * sizeof *y);
+    cr_assert(y != NULL);
+    memcpy(y, x, (size_t)count * sizeof *y);
+    return y;
+}
+
+/* ---- the check ---- */
+
+typedef struct {
+    int64_t m, n, k, lda, ldb, ldc;
+    const float *A, *B; /* the operands as fp32 (for bgemm: the bf16 values, widened) */
+    const float *C0;    /* C before the call */
+    int accumulate;
+    int bf16; /* the underflow term of bgemm */
+} product;
+
+/* The worst of |C - C_exact| / bound over the elements (0/0 = 0, e/0 = inf,
+ * NaN = inf), and inf if a padding element of C changed. */
+static double worst_ratio(const product *p, const float *C)
+{
+    double worst = 0;
+    for (int64_t i = 0; i < p->m; i++) {
+        for (int64_t j = 0; j < p->n; j++) {
+            const double c0 = p->accumulate ? p->C0[i * p->ldc + j] : 0.0;
+            double exact = c0, magnitude = fabs(c0), inputs = 0;
+            for (int64_t q = 0; q < p->k; q++) {
+                const double a = p->A[i * p->lda + q], b = p->B[q * p->ldb + j];
+                exact += a * b; /* products exact in double; the sum within k 2^-53 M, 2^-29 of the bound */
+                magnitude += fabs(a * b);
+                inputs += fabs(a) + fabs(b);
+            }
+            const double underflow =
+                p->bf16 ? 0x1p-126 * ((double)p->k + 2 + inputs) : 0x1p-149 * (double)p->k;
+            const double bound = BOUND_FACTOR * (double)p->k * UNIT_ROUNDOFF * magnitude + underflow;
+            const double error = fabs((double)C[i * p->ldc + j] - exact);
+            const double ratio = isnan(error) ? INFINITY : error == 0 ? 0 : bound == 0 ? INFINITY : error / bound;
+            if (ratio > worst)
+                worst = ratio;
+        }
+        for (int64_t j = p->n; j < p->ldc; j++)
+            if (C[i * p->ldc + j] != C_SENTINEL)
+                return INFINITY;
+    }
+    return worst;
+}
+
+/* One product of `s` with fresh random operands: sgemm (bgemm NULL) or bgemm
+ * (sgemm NULL; B packed by lacs_cpu_pack_bf16). Returns the worst ratio. */
+static double run_product(const shape *s, int accumulate, uint64_t seed, sgemm_fn sgemm, bgemm_fn bgemm)
+{
+    uint64_t state = seed;
+    const int64_t lda = s->k + PAD_A, ldb = s->n + PAD_B, ldc = s->n + PAD_C;
+    float *A = random_matrix(s->m, s->k, lda, NAN, &state);
+    float *B = random_matrix(s->k, s->n, ldb, NAN, &state);
+    float *C0 = random_matrix(s->m, s->n, ldc, C_SENTINEL, &state);
+    float *C = copy_of(C0, s->m * ldc);
+    product p = {.m = s->m, .n = s->n, .k = s->k, .lda = lda, .ldb = ldb, .ldc = ldc, .A = A, .B = B, .C0 = C0,
+                 .accumulate = accumulate, .bf16 = bgemm != NULL};
+    if (sgemm)
+        sgemm(s->m, s->n, s->k, A, lda, B, ldb, C, ldc, accumulate);
+    else {
+        /* the operands become bf16 values; the exact product is taken of those */
+        uint16_t *A16 = to_bf16(A, s->m * lda), *B16 = to_bf16(B, s->k * ldb);
+        uint16_t *Bp = malloc((lacs_cpu_packed_bf16_size(s->k, s->n) + 1) * sizeof *Bp);
+        cr_assert(Bp != NULL);
+        lacs_cpu_pack_bf16(s->k, s->n, B16, ldb, Bp);
+        for (int64_t i = 0; i < s->m * lda; i++)
+            A[i] = lacs_cpu_bf16_to_f32(A16[i]);
+        for (int64_t i = 0; i < s->k * ldb; i++)
+            B[i] = lacs_cpu_bf16_to_f32(B16[i]);
+        bgemm(s->m, s->n, s->k, A16, lda, Bp, C, ldc, accumulate);
+        free(A16);
+        free(B16);
+        free(Bp);
+    }
+    const double ratio = worst_ratio(&p, C);
+    free(A);
+    free(B);
+    free(C0);
+    free(C);
+    return ratio;
+}
+
+/* ---- the instruction sets ---- */
+
+static const lacs_cpu_gemm *const tables[] = {&lacs_cpu_gemm_scalar, &lacs_cpu_gemm_avx2, &lacs_cpu_gemm_avx512};
+enum { N_TABLES = sizeof tables / sizeof tables[0] };
+
+/* Whether this CPU runs `table`'s kernels; says why not when it does not. */
+static int runnable(const lacs_cpu_gemm *table)
+{
+    if (lacs_cpu_isa_supported(table->isa))
+        return 1;
+    cr_log_info("cpu_gemm: skipping %s: this CPU lacks its instructions (lacs_cpu_isa_supported)", table->isa);
+    return 0;
+}
+
+/* ---- the kernels within the bound ---- */
+
+Test(cpu_gemm, sgemm_within_bound_on_every_shape)
+{
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        double worst = 0;
+        for (int s = 0; s < N_SHAPES; s++)
+            for (int accumulate = 0; accumulate <= 1; accumulate++) {
+                const double ratio = run_product(&shapes[s], accumulate, 1000 + 10 * (uint64_t)s + (uint64_t)accumulate,
+                                                 tables[t]->sgemm, NULL);
+                cr_expect(ratio <= 1, "%s sgemm (%lld, %lld, %lld) accumulate %d: error / bound = %g", tables[t]->isa,
+                          (long long)shapes[s].m, (long long)shapes[s].n, (long long)shapes[s].k, accumulate, ratio);
+                worst = fmax(worst, ratio);
+            }
+        cr_log_info("cpu_gemm: %s sgemm: worst error / bound %.3g", tables[t]->isa, worst);
+    }
+}
+
+Test(cpu_gemm, bgemm_within_bound_on_every_shape)
+{
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        double worst = 0;
+        for (int s = 0; s < N_SHAPES; s++)
+            for (int accumulate = 0; accumulate <= 1; accumulate++) {
+                const double ratio = run_product(&shapes[s], accumulate, 2000 + 10 * (uint64_t)s + (uint64_t)accumulate,
+                                                 NULL, tables[t]->bgemm);
+                cr_expect(ratio <= 1, "%s bgemm (%lld, %lld, %lld) accumulate %d: error / bound = %g", tables[t]->isa,
+                          (long long)shapes[s].m, (long long)shapes[s].n, (long long)shapes[s].k, accumulate, ratio);
+                worst = fmax(worst, ratio);
+            }
+        cr_log_info("cpu_gemm: %s bgemm: worst error / bound %.3g", tables[t]->isa, worst);
+    }
+}
+
+/* m = 0 or n = 0: nothing is written. k = 0: C = 0, or C unchanged when accumulating. */
+Test(cpu_gemm, empty_shapes_zero_or_keep_c)
+{
+    enum { LD = 8 };
+    const float A[LD * LD] = {1}, B[LD * LD] = {1};
+    const uint16_t A16[LD * LD] = {0x3f80}, Bp[LD * LD] = {0x3f80};
+    const shape empty[] = {{0, 5, 5}, {5, 0, 5}, {0, 0, 0}, {5, 5, 0}, {1, 7, 0}};
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        for (size_t e = 0; e < sizeof empty / sizeof empty[0]; e++)
+            for (int accumulate = 0; accumulate <= 1; accumulate++)
+                for (int bf16 = 0; bf16 <= 1; bf16++) {
+                    const shape *s = &empty[e];
+                    float C[LD * LD];
+                    for (int i = 0; i < LD * LD; i++)
+                        C[i] = C_SENTINEL;
+                    if (bf16)
+                        tables[t]->bgemm(s->m, s->n, s->k, A16, LD, Bp, C, LD, accumulate);
+                    else
+                        tables[t]->sgemm(s->m, s->n, s->k, A, LD, B, LD, C, LD, accumulate);
+                    for (int64_t i = 0; i < LD; i++)
+                        for (int64_t j = 0; j < LD; j++) {
+                            const int zeroed = !accumulate && i < s->m && j < s->n;
+                            cr_expect(C[i * LD + j] == (zeroed ? 0.0f : C_SENTINEL),
+                                      "%s %s (%lld, %lld, %lld) accumulate %d: C[%lld][%lld] = %g", tables[t]->isa,
+                                      bf16 ? "bgemm" : "sgemm", (long long)s->m, (long long)s->n, (long long)s->k,
+                                      accumulate, (long long)i, (long long)j, C[i * LD + j]);
+                        }
+                }
+    }
+}
+
+/* Denormal bf16 inputs (2^-130 and below) and sums that cancel into the
+ * denormal range: AVX-512's vdpbf16ps flushes them, within the underflow term
+ * 2^-126 (k + 2 + sum_p (|A_ip| + |B_pj|)); the other kernels round there as
+ * anywhere (gradual underflow). */
+Test(cpu_gemm, bgemm_denormals_within_underflow_term)
+{
+    enum { M = 9, N = 33, K = 7 };
+    float A[M * K], B[K * N], C0[M * N], C[M * N];
+    uint16_t A16[M * K], B16[K * N], Bp[((K + 1) / 2) * 2 * N];
+    uint64_t state = 77;
+    for (int i = 0; i < M * K; i++) /* half the entries denormal, the others around 2^-120 */
+        A16[i] = lacs_cpu_f32_to_bf16(ldexpf(random_value(&state), i % 2 ? -127 : -117));
+    for (int i = 0; i < K * N; i++)
+        B16[i] = lacs_cpu_f32_to_bf16(random_value(&state));
+    for (int i = 0; i < M * K; i++)
+        A[i] = lacs_cpu_bf16_to_f32(A16[i]);
+    for (int i = 0; i < K * N; i++)
+        B[i] = lacs_cpu_bf16_to_f32(B16[i]);
+    lacs_cpu_pack_bf16(K, N, B16, N, Bp);
+    for (int i = 0; i < M * N; i++) /* a C accumulated into, partly denormal */
+        C0[i] = ldexpf(random_value(&state), i % 2 ? -128 : -118);
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        for (int accumulate = 0; accumulate <= 1; accumulate++) {
+            product p = {.m = M, .n = N, .k = K, .lda = K, .ldb = N, .ldc = N, .A = A, .B = B, .C0 = C0,
+                         .accumulate = accumulate, .bf16 = 1};
+            memcpy(C, C0, sizeof C);
+            tables[t]->bgemm(M, N, K, A16, K, Bp, C, N, accumulate);
+            const double ratio = worst_ratio(&p, C);
+            cr_expect(ratio <= 1, "%s bgemm with denormals, accumulate %d: error / bound = %g", tables[t]->isa,
+                      accumulate, ratio);
+            cr_log_info("cpu_gemm: %s bgemm with denormals, accumulate %d: worst error / bound %.3g",
+                        tables[t]->isa, accumulate, ratio);
+        }
+    }
+}
+
+/* ---- wrong kernels, which the same bound must reject ---- */
+
+/* The scalar loop, stopping one short of k (a tail lost). */
+static void sgemm_skips_last_k(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                               int64_t ldb, float *C, int64_t ldc, int accumulate)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float sum = accumulate ? C[i * ldc + j] : 0.0f;
+            for (int64_t p = 0; p + 1 < k; p++)
+                sum += A[i * lda + p] * B[p * ldb + j];
+            C[i * ldc + j] = sum;
+        }
+}
+
+/* B read transposed (B[j][p]); only for k == n. */
+static void sgemm_transposes_b(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                               int64_t ldb, float *C, int64_t ldc, int accumulate)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float sum = accumulate ? C[i * ldc + j] : 0.0f;
+            for (int64_t p = 0; p < k; p++)
+                sum += A[i * lda + p] * B[j * ldb + p];
+            C[i * ldc + j] = sum;
+        }
+}
+
+/* Overwrites C when asked to accumulate. */
+static void sgemm_ignores_accumulate(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                                     int64_t ldb, float *C, int64_t ldc, int accumulate)
+{
+    (void)accumulate;
+    lacs_cpu_gemm_scalar.sgemm(m, n, k, A, lda, B, ldb, C, ldc, 0);
+}
+
+/* Writes a whole vector of 8 columns past n (an unmasked store of the tail). */
+static void sgemm_stores_past_n(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                                int64_t ldb, float *C, int64_t ldc, int accumulate)
+{
+    lacs_cpu_gemm_scalar.sgemm(m, n, k, A, lda, B, ldb, C, ldc, accumulate);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = n; j < ldc && j < (n + 7) / 8 * 8; j++)
+            C[i * ldc + j] = 0;
+}
+
+/* Reads the pair (A[i][k-1], A[i][k]) for an odd k: past the row. */
+static void bgemm_reads_past_row(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,
+                                 float *C, int64_t ldc, int accumulate)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float sum = accumulate ? C[i * ldc + j] : 0.0f;
+            for (int64_t p = 0; p < k; p += 2) {
+                const uint16_t *b = Bp + (p / 2) * 2 * n + 2 * j;
+                sum += lacs_cpu_bf16_to_f32(A[i * lda + p]) * lacs_cpu_bf16_to_f32(b[0]) +
+                       lacs_cpu_bf16_to_f32(A[i * lda + p + 1]) * lacs_cpu_bf16_to_f32(b[1]);
+            }
+            C[i * ldc + j] = sum;
+        }
+}
+
+/* The sum carried in bf16 (rounded after every pair): outside the bf16 tier (SPEC.md 11.1). */
+static void bgemm_accumulates_in_bf16(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda,
+                                      const uint16_t *Bp, float *C, int64_t ldc, int accumulate)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float sum = accumulate ? C[i * ldc + j] : 0.0f;
+            for (int64_t p = 0; p < k; p += 2) {
+                const uint16_t *b = Bp + (p / 2) * 2 * n + 2 * j;
+                const float a1 = p + 1 < k ? lacs_cpu_bf16_to_f32(A[i * lda + p + 1]) : 0.0f;
+                sum = lacs_cpu_round_bf16(sum + lacs_cpu_bf16_to_f32(A[i * lda + p]) * lacs_cpu_bf16_to_f32(b[0]) +
+                                          a1 * lacs_cpu_bf16_to_f32(b[1]));
+            }
+            C[i * ldc + j] = sum;
+        }
+}
+
+Test(cpu_gemm, wrong_kernels_are_rejected)
+{
+    /* first, the bound accepts the right scalar kernel on the shapes used below */
+    const shape square = {16, 32, 32}, odd = {17, 47, 31}, chunk = {64, 128, 64};
+    cr_assert(run_product(&square, 1, 5, lacs_cpu_gemm_scalar.sgemm, NULL) <= 1);
+    cr_assert(run_product(&odd, 1, 5, NULL, lacs_cpu_gemm_scalar.bgemm) <= 1);
+
+    const struct {
+        const char *name;
+        sgemm_fn fn;
+        const shape *s;
+        int accumulate;
+    } wrong_s[] = {
+        {"skips the last k", sgemm_skips_last_k, &chunk, 0},
+        {"skips the last k (k = 1)", sgemm_skips_last_k, &shapes[9], 1},
+        {"transposes B", sgemm_transposes_b, &square, 0},
+        {"ignores accumulate", sgemm_ignores_accumulate, &chunk, 1},
+        {"stores past n", sgemm_stores_past_n, &odd, 0},
+    };
+    for (size_t w = 0; w < sizeof wrong_s / sizeof wrong_s[0]; w++) {
+        const double ratio = run_product(wrong_s[w].s, wrong_s[w].accumulate, 5, wrong_s[w].fn, NULL);
+        cr_expect(ratio > 1, "a wrong sgemm (%s) passes the bound: error / bound = %g", wrong_s[w].name, ratio);
+        cr_log_info("cpu_gemm: wrong sgemm (%s): error / bound %.3g", wrong_s[w].name, ratio);
+    }
+    const struct {
+        const char *name;
+        bgemm_fn fn;
+        const shape *s;
+    } wrong_b[] = {
+        {"reads past the row", bgemm_reads_past_row, &odd},
+        {"accumulates in bf16", bgemm_accumulates_in_bf16, &chunk},
+    };
+    for (size_t w = 0; w < sizeof wrong_b / sizeof wrong_b[0]; w++) {
+        const double ratio = run_product(wrong_b[w].s, 0, 5, NULL, wrong_b[w].fn);
+        cr_expect(ratio > 1, "a wrong bgemm (%s) passes the bound: error / bound = %g", wrong_b[w].name, ratio);
+        cr_log_info("cpu_gemm: wrong bgemm (%s): error / bound %.3g", wrong_b[w].name, ratio);
+    }
+}
