@@ -1,3 +1,929 @@
-/* PLACEHOLDER: the attention forms (issue 6). */
+/* builtin:cpu: the attention forms (SPEC.md 4.8, 4.10-4.12 and 12):
+ * softmax_attn (H1), fox (H10: FoX and ALiBi), deltaformer (H11) and
+ * path_attn (H12), blocked flash-style: O(T^2 d) time, O(T d) memory, no
+ * T x T matrix anywhere.
+ *
+ * Read top to bottom:
+ *   - the problem (sizes, checks, inputs as fp32, the row kernels of the ISA);
+ *   - the blocks: every sequence cut into blocks of BLOCK tokens from its
+ *     start; work items (sequence, block, head), the latest blocks first;
+ *     keys stored once per block transposed ([K x BLOCK] tiles), so that a
+ *     block of logits is one GEMM Q_blk K_blk^T (c->gemm->sgemm); the heads
+ *     in passes, the tiles of one pass at a time;
+ *   - the log gates of FoX, ALiBi and PaTH-FoX as fp32 prefix sums over the
+ *     whole sequence (SPEC 11.1 permits it), with hard resets (g = -inf);
+ *   - the online softmax step (H1 with a running maximum and sum, rescaled
+ *     as the maximum grows), shared by every op;
+ *   - softmax_attn and fox: query blocks x key blocks;
+ *   - deltaformer: the first stage u_i = v_i - beta_i sum_{j<i} B_ij u_j
+ *     block by block (earlier blocks by GEMMs, the block itself by forward
+ *     substitution), then softmax attention with values u;
+ *   - path_attn: per block, the UT transform of its Householder transitions
+ *     and their product as a K x K matrix; per query block, the queries
+ *     carried backwards through the key blocks (one GEMM per block) so that
+ *     each block's logits are one GEMM, as in FlashAttention;
+ *   - lacs_cpu_attention.
+ *
+ * Everything is fp32 (the bf16 tier's inputs are widened exactly to fp32 on
+ * entry); the outputs are not rounded to bf16.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../reference/internal.h"
+#include "attention_kernels.h"
 #include "cpu.h"
-int lacs_cpu_attention(const lacs_cpu_call *c) { (void)c; return LACS_UNSUPPORTED; }
+
+/* Tokens per block, for queries, keys and PaTH's transitions alike. 128
+ * rather than 64: the per-row work of the softmax step and PaTH's transport
+ * per block (K^2 per query) are spread over twice the keys, and a block of
+ * logits (128 x 128 fp32, 64 KiB) and the tiles it reads still stay in L2;
+ * measured at T = 4096, K = V = 64 (64: +15 % time, 256: no gain for softmax,
+ * +20 % for PaTH). */
+#define BLOCK 128
+
+/* ---- the problem ---- */
+
+typedef struct {
+    lacs_cpu_logits_row_fn logits_row;
+    lacs_cpu_exp_row_fn exp_row;
+} row_kernels;
+
+typedef struct {
+    const lacs_cpu_call *call;
+    int64_t B, T, H, HV, K, V;
+    int64_t group;    /* HV / H: value head hv reads q/k/w head hv / group (SPEC 2.2) */
+    int64_t tokens;   /* B * T, the flattened token axis */
+    int64_t n_seqs;   /* B, or N with cu_seqlens */
+    int threads;      /* c->threads, at most the largest number of items of a parallel loop */
+    float scale;
+    /* inputs as fp32, in their own layouts (q, k, w [tokens, H, K]; v [tokens, HV, V]; beta, g [tokens, HV]) */
+    const float *q, *k, *v, *w, *beta, *g, *g_gamma;
+    float *owned[7];  /* the fp32 copies made for BF16 inputs */
+    float *o;         /* [tokens, HV, V] */
+    /* blocks: sequence n has blocks block_base[n] .. block_base[n + 1] - 1 */
+    int64_t *block_base;
+    int64_t n_blocks;
+    row_kernels kernels;
+    const lacs_cpu_gemm *gemm;
+} problem;
+
+static const float *input_f32(const lacs_cpu_call *c, const char *name, float **owned, int *oom)
+{
+    const lacs_tensor *t = lacs_cpu_input(c, name);
+    if (!t)
+        return NULL;
+    if (t->dtype == LACS_F32)
+        return t->data; /* read in place */
+    *owned = lacs_cpu_input_f32(c, name, oom);
+    return *owned;
+}
+
+static void free_problem(problem *p)
+{
+    for (int i = 0; i < 7; i++)
+        free(p->owned[i]);
+    free(p->block_base);
+}
+
+/* The scalar row kernels (LACS_ISA=scalar): the definitions of attention_kernels.h as loops, exp from the libm. */
+static float logits_row_scalar(int64_t n, float *x, int64_t lo, int64_t hi, float scale, float row_bias,
+                               const float *col_bias)
+{
+    float max = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        if (j < lo || j >= hi) {
+            x[j] = -INFINITY;
+            continue;
+        }
+        x[j] = scale * x[j] + (row_bias - (col_bias ? col_bias[j] : 0.0f));
+        max = x[j] > max ? x[j] : max;
+    }
+    return max;
+}
+
+static float exp_row_scalar(int64_t n, float *x, float max)
+{
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++)
+        sum += (x[j] = expf(x[j] - max));
+    return sum;
+}
+
+static row_kernels kernels_for(lacs_cpu_isa isa)
+{
+    switch (isa) {
+    case LACS_ISA_AVX512:
+        return (row_kernels){lacs_cpu_attention_logits_row_avx512, lacs_cpu_attention_exp_row_avx512};
+    case LACS_ISA_AVX2:
+        return (row_kernels){lacs_cpu_attention_logits_row_avx2, lacs_cpu_attention_exp_row_avx2};
+    case LACS_ISA_SCALAR:
+        break;
+    }
+    return (row_kernels){logits_row_scalar, exp_row_scalar};
+}
+
+/* Sizes, checks the dispatcher leaves to the family (H >= 1, HV % H, the
+ * cu_seqlens table, a finite scale: lacs_internal_validate, the reference's
+ * one implementation), inputs as fp32 and the block table. */
+static int load_problem(const lacs_cpu_call *c, unsigned required, unsigned optional, problem *p)
+{
+    memset(p, 0, sizeof *p);
+    p->call = c;
+    const lacs_tensor *q = lacs_cpu_input(c, "q"), *v = lacs_cpu_input(c, "v");
+    const lacs_tensor *cu = lacs_cpu_input(c, "cu_seqlens");
+    p->B = q->shape[0];
+    p->T = q->shape[1];
+    p->H = q->shape[2];
+    p->K = q->shape[3];
+    p->HV = v->shape[2];
+    p->V = v->shape[3];
+    const double scale = lacs_cpu_param(c, "scale", p->K > 0 ? 1.0 / sqrt((double)p->K) : 1.0);
+    static const double present = 0; /* the validator only asks whether an input is given */
+    const lacs_dims dims = {.B = p->B, .T = p->T, .H = p->H, .HV = p->HV, .K = p->K, .V = p->V,
+                            .cu_seqlens = cu ? cu->data : NULL, .N = cu ? cu->shape[0] - 1 : 0};
+    const lacs_inputs presence = {
+        .q = &present, .k = &present, .v = &present,
+        .beta = lacs_cpu_input(c, "beta") ? &present : NULL,
+        .g = lacs_cpu_input(c, "g") ? &present : NULL,
+        .g_gamma = lacs_cpu_input(c, "g_gamma") ? &present : NULL,
+        .w = lacs_cpu_input(c, "w") ? &present : NULL,
+        .scale = scale};
+    int rc = lacs_internal_validate(c->op, &dims, &presence, required, optional);
+    if (rc != LACS_OK)
+        return rc;
+    p->group = p->HV / p->H;
+    p->tokens = p->B * p->T;
+    p->n_seqs = cu ? dims.N : p->B;
+    p->scale = (float)scale;
+    p->kernels = kernels_for(c->isa);
+    p->gemm = c->gemm;
+    const lacs_tensor *o = lacs_cpu_output(c, "o");
+    if (!o)
+        return lacs_cpu_error(LACS_ERR_INPUT, c->op, "output 'o' is required");
+    p->o = o->data;
+
+    int oom = 0;
+    p->q = input_f32(c, "q", &p->owned[0], &oom);
+    p->k = input_f32(c, "k", &p->owned[1], &oom);
+    p->v = input_f32(c, "v", &p->owned[2], &oom);
+    p->w = input_f32(c, "w", &p->owned[3], &oom);
+    p->beta = input_f32(c, "beta", &p->owned[4], &oom);
+    p->g = input_f32(c, "g", &p->owned[5], &oom);
+    p->g_gamma = input_f32(c, "g_gamma", &p->owned[6], &oom);
+    p->block_base = malloc((size_t)(p->n_seqs + 1) * sizeof *p->block_base);
+    if (oom || !p->block_base) {
+        free_problem(p);
+        return lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the inputs as fp32");
+    }
+    p->block_base[0] = 0;
+    for (int64_t n = 0; n < p->n_seqs; n++) {
+        int64_t start;
+        const int64_t length = lacs_cpu_sequences(c, p->B, p->T, n, &start);
+        p->block_base[n + 1] = p->block_base[n] + (length + BLOCK - 1) / BLOCK;
+    }
+    p->n_blocks = p->block_base[p->n_seqs];
+    /* the parallel loops run over (block, head) or (sequence, head): no more threads (and workspaces) than that */
+    const int64_t items = (p->n_blocks > p->n_seqs ? p->n_blocks : p->n_seqs) * p->HV;
+    p->threads = items < c->threads ? (int)(items > 1 ? items : 1) : c->threads;
+    return LACS_OK;
+}
+
+/* ---- work items: (sequence, block, head) ---- */
+
+typedef struct {
+    int64_t start;  /* the sequence's first token on the flattened axis */
+    int64_t length; /* its tokens */
+    int64_t block;  /* the block's index within the sequence */
+    int64_t index;  /* its index in the problem's block table */
+    int64_t head;   /* value head, or q/k head for the key tiles */
+} block_item;
+
+static int64_t item_first(const block_item *it) { return it->start + it->block * BLOCK; }
+static int64_t item_rows(const block_item *it)
+{
+    const int64_t left = it->length - it->block * BLOCK;
+    return left < BLOCK ? left : BLOCK;
+}
+
+/* The later a query block, the more key blocks it reads: hand those out first
+ * so that the threads finish together. */
+static int later_block_first(const void *a, const void *b)
+{
+    const block_item *x = a, *y = b;
+    if (x->block != y->block)
+        return x->block < y->block ? 1 : -1;
+    return x->index != y->index ? (x->index < y->index ? -1 : 1) : (x->head < y->head ? -1 : x->head > y->head);
+}
+
+/* The first member of every job run over blocks: the problem, the items and
+ * the first head of the pass in progress. */
+typedef struct {
+    const problem *p;
+    const block_item *items;
+    int64_t first_head;
+} block_job;
+
+/* Heads per pass: the buffers of the blocks (key tiles, PaTH's transitions)
+ * hold the heads of one pass, so that each call touches (and the kernel
+ * zeroes, on first touch) the memory of a few heads, not of all; several
+ * heads when one has too few blocks to keep the threads busy. */
+static int64_t heads_per_pass(const problem *p, int64_t heads)
+{
+    const int64_t wanted = 4 * p->threads; /* items per pass */
+    const int64_t n = p->n_blocks > 0 ? (wanted + p->n_blocks - 1) / p->n_blocks : heads;
+    return n < 1 ? 1 : n > heads ? heads : n;
+}
+
+/* Runs task(job, item, thread) on threads for every block of every sequence
+ * and each head first_head .. first_head + heads - 1, the latest blocks first. */
+static int run_blocks(block_job *job, int64_t first_head, int64_t heads, lacs_cpu_task task)
+{
+    const problem *p = job->p;
+    const int64_t count = p->n_blocks * heads;
+    block_item *items = malloc((size_t)(count + 1) * sizeof *items);
+    if (!items)
+        return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the work list");
+    int64_t at = 0;
+    for (int64_t n = 0; n < p->n_seqs; n++) {
+        int64_t start;
+        const int64_t length = lacs_cpu_sequences(p->call, p->B, p->T, n, &start);
+        for (int64_t b = 0; b < p->block_base[n + 1] - p->block_base[n]; b++)
+            for (int64_t h = first_head; h < first_head + heads; h++)
+                items[at++] = (block_item){start, length, b, p->block_base[n] + b, h};
+    }
+    qsort(items, (size_t)count, sizeof *items, later_block_first);
+    job->items = items;
+    job->first_head = first_head;
+    lacs_cpu_parallel_for(p->threads, count, task, job);
+    job->items = NULL;
+    free(items);
+    return LACS_OK;
+}
+
+/* ---- key tiles: each block's K^T, [K x BLOCK], for one q/k head ---- */
+
+/* tile[c * ld_tile + j] = x[(first + j), head, c] for the block's tokens, 0
+ * past its end up to BLOCK (so that a partial block's GEMM reads zeros). */
+static void transpose_block(const float *x, int64_t heads, int64_t K, int64_t head, int64_t first, int64_t rows,
+                            float *tile, int64_t ld_tile)
+{
+    /* 16 tokens at a time: their rows of x stay in L1 while each tile row gets 16 consecutive floats */
+    for (int64_t j0 = 0; j0 < rows; j0 += 16) {
+        const int64_t count = rows - j0 < 16 ? rows - j0 : 16;
+        const float *source[16];
+        for (int64_t j = 0; j < count; j++)
+            source[j] = x + ((first + j0 + j) * heads + head) * K;
+        for (int64_t c = 0; c < K; c++) {
+            float *row = tile + c * ld_tile + j0;
+            for (int64_t j = 0; j < count; j++)
+                row[j] = source[j][c];
+        }
+    }
+    for (int64_t c = 0; c < K; c++)
+        for (int64_t j = rows; j < BLOCK; j++)
+            tile[c * ld_tile + j] = 0.0f;
+}
+
+/* The tiles of q/k heads first_head .. first_head + heads - 1 (one pass),
+ * [heads][n_blocks][K][BLOCK]. */
+typedef struct {
+    block_job base;
+    float *tiles;
+} key_tiles_job;
+
+static float *key_tile(const problem *p, float *tiles, int64_t head_in_pass, int64_t index)
+{
+    return tiles + (head_in_pass * p->n_blocks + index) * p->K * BLOCK;
+}
+
+static void key_tile_task(void *context, int64_t item, int thread)
+{
+    (void)thread;
+    const key_tiles_job *job = context;
+    const problem *p = job->base.p;
+    const block_item *it = &job->base.items[item];
+    transpose_block(p->k, p->H, p->K, it->head, item_first(it), item_rows(it),
+                    key_tile(p, job->tiles, it->head - job->base.first_head, it->index), BLOCK);
+}
+
+static int make_key_tiles(const problem *p, int64_t first_head, int64_t heads, float *tiles)
+{
+    key_tiles_job job = {{p, NULL, 0}, tiles};
+    return run_blocks(&job.base, first_head, heads, key_tile_task);
+}
+
+/* ---- log gates (H10, PaTH-FoX) ---- */
+
+/* Per value head and token (layout [HV][tokens]):
+ *   bias[t]          G_t, the prefix sum of the log gate since the sequence's
+ *                    start or since the last hard reset (the token itself
+ *                    included), times `factor` (1 for FoX, where the gate is
+ *                    added after the scale; scale for PaTH, before it);
+ *   first_visible[t] that reset's token (else the sequence's start): key j is
+ *                    visible from query i iff first_visible[i] <= j <= i.
+ * Then log Gamma_ij = sum_{tau=j+1..i} g_tau = G_i - G_j for every visible
+ * pair, and g_tau = -inf (SPEC 4.10: a hard reset, every earlier key weighted
+ * 0) never enters a difference, which -inf - (-inf) would make NaN. ALiBi's
+ * constant slope gives G_t = (t - start) g_gamma as one product (the
+ * reference's matrix form), g_gamma = -inf a reset at every token. g_0 never
+ * enters a difference (tau >= j + 1), so G_start = 0. fp32 sums over the
+ * whole sequence, as SPEC 11.1 permits for the attention forms. */
+typedef struct {
+    float *bias;
+    int64_t *first_visible;
+} gates;
+
+static int make_gates(const problem *p, float factor, gates *out)
+{
+    out->bias = malloc((size_t)(p->HV * p->tokens + 1) * sizeof *out->bias);
+    out->first_visible = malloc((size_t)(p->HV * p->tokens + 1) * sizeof *out->first_visible);
+    if (!out->bias || !out->first_visible)
+        return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the gates");
+    for (int64_t n = 0; n < p->n_seqs; n++) {
+        int64_t start;
+        const int64_t length = lacs_cpu_sequences(p->call, p->B, p->T, n, &start);
+        for (int64_t hv = 0; hv < p->HV; hv++) {
+            float *G = out->bias + hv * p->tokens;
+            int64_t *first = out->first_visible + hv * p->tokens;
+            int64_t reset = start;
+            float sum = 0.0f;
+            for (int64_t t = start; t < start + length; t++) {
+                const float gate = p->g ? p->g[t * p->HV + hv] : p->g_gamma[hv];
+                if (t == start || gate == -INFINITY) {
+                    reset = t;
+                    sum = 0.0f;
+                } else if (p->g) {
+                    sum += gate;
+                } else {
+                    sum = (float)(t - reset) * gate;
+                }
+                G[t] = factor * sum;
+                first[t] = reset;
+            }
+        }
+    }
+    return LACS_OK;
+}
+
+static void free_gates(gates *g)
+{
+    free(g->bias);
+    free(g->first_visible);
+}
+
+/* ---- the online softmax step (H1 blocked) ---- */
+
+/* How the raw dot products of a block become logits, and how they are normalised. */
+typedef struct {
+    float scale;
+    const float *bias;            /* G_t on the token axis of this head, or NULL */
+    const int64_t *first_visible; /* on the token axis of this head, or NULL (the sequence's start) */
+    int strict;                   /* keys j < i only (DeltaFormer's B), else j <= i */
+    int normalised;               /* softmax; 0: plain exp, DeltaFormer's EXP form (no max subtracted) */
+} logit_rule;
+
+/* The running softmax of a block of query rows: max m_i, sum Z_i and the
+ * unnormalised output N_i = sum_j exp(l_ij - m_i) v_j, [rows x V]. */
+typedef struct {
+    float *max, *sum, *out;
+    int64_t V;
+} running_softmax;
+
+static void running_start(running_softmax *r, int64_t rows)
+{
+    for (int64_t i = 0; i < rows; i++) {
+        r->max[i] = -INFINITY;
+        r->sum[i] = 0.0f;
+    }
+    memset(r->out, 0, (size_t)(rows * r->V) * sizeof(float));
+}
+
+/* The first key a query sees (sequence start, or its last reset). */
+static int64_t first_key(const logit_rule *rule, int64_t seq_start, int64_t i)
+{
+    return rule->first_visible ? rule->first_visible[i] : seq_start;
+}
+
+/* Turns S [rows x n] (raw dot products of queries i0 .. i0 + rows - 1 with keys
+ * j0 .. j0 + n - 1, leading dimension lds) into p_ij = exp(l_ij - m_i) with m_i
+ * the new running maximum, adds each row's sum to Z_i and rescales N_i by
+ * exp(m_old - m_new): the step of the online softmax before N += P V. */
+static void softmax_step(const problem *p, const logit_rule *rule, int64_t seq_start, int64_t i0, int64_t rows,
+                         int64_t j0, int64_t n, float *S, int64_t lds, running_softmax *r)
+{
+    for (int64_t row = 0; row < rows; row++) {
+        const int64_t i = i0 + row;
+        int64_t lo = first_key(rule, seq_start, i) - j0, hi = i - j0 + (rule->strict ? 0 : 1);
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > n ? n : hi;
+        float *s = S + row * lds;
+        const float block_max = p->kernels.logits_row(n, s, lo, hi, rule->scale,
+                                                      rule->bias ? rule->bias[i] : 0.0f,
+                                                      rule->bias ? rule->bias + j0 : NULL);
+        if (!rule->normalised) {
+            /* EXP: exp(l_ij) as it is (it may overflow, by definition: SPEC 4.11) */
+            r->sum[row] += p->kernels.exp_row(n, s, 0.0f);
+            continue;
+        }
+        const float new_max = block_max > r->max[row] ? block_max : r->max[row];
+        if (new_max == -INFINITY) {
+            /* nothing visible yet (DeltaFormer's first row): no weights */
+            memset(s, 0, (size_t)n * sizeof(float));
+            continue;
+        }
+        /* exp(m_old - m_new): 0 on the first visible block (exp(-inf)), 1 while the maximum stays */
+        const float rescale = new_max == r->max[row] ? 1.0f : expf(r->max[row] - new_max);
+        r->max[row] = new_max;
+        r->sum[row] = rescale * r->sum[row] + p->kernels.exp_row(n, s, new_max);
+        if (rescale != 1.0f) {
+            float *out = r->out + row * r->V;
+            for (int64_t c = 0; c < r->V; c++)
+                out[c] *= rescale;
+        }
+    }
+}
+
+/* o_i = N_i / Z_i (or N_i for the EXP form) into the output rows i0 .. i0 + rows - 1 of value head hv. */
+static void write_rows(const problem *p, const running_softmax *r, int normalised, int64_t i0, int64_t rows,
+                       int64_t hv, float *dest)
+{
+    for (int64_t row = 0; row < rows; row++) {
+        float *o = dest + ((i0 + row) * p->HV + hv) * p->V;
+        const float *out = r->out + row * p->V;
+        const float denominator = normalised ? r->sum[row] : 1.0f;
+        for (int64_t c = 0; c < p->V; c++)
+            o[c] = out[c] / denominator;
+    }
+}
+
+/* Per thread: a block of logits and a running softmax (and PaTH's extras). */
+typedef struct {
+    float *memory;
+    int64_t per_thread; /* floats */
+} workspaces;
+
+static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+static int make_workspaces(const problem *p, int64_t extra, workspaces *ws)
+{
+    ws->per_thread = round16(BLOCK * 2 * BLOCK) + round16(BLOCK * p->V) + 2 * round16(BLOCK) + round16(extra);
+    ws->memory = malloc((size_t)(ws->per_thread * p->threads) * sizeof(float));
+    if (!ws->memory)
+        return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the workspaces");
+    return LACS_OK;
+}
+
+/* Thread `thread`'s logits block [BLOCK x 2 BLOCK], running softmax and extra floats. */
+static float *workspace_of(const problem *p, const workspaces *ws, int thread, running_softmax *r, float **extra)
+{
+    float *base = ws->memory + thread * ws->per_thread;
+    float *S = base;
+    r->out = S + round16(BLOCK * 2 * BLOCK);
+    r->max = r->out + round16(BLOCK * p->V);
+    r->sum = r->max + round16(BLOCK);
+    r->V = p->V;
+    if (extra)
+        *extra = r->sum + round16(BLOCK);
+    return S;
+}
+
+/* ---- softmax_attn (H1) and fox (H10) ---- */
+
+/* The attention of query blocks over the key tiles of a pass of q/k heads
+ * (starting at q/k head first_head / group) with values `values`
+ * ([tokens, HV, V]: v, or DeltaFormer's u) into `dest`. */
+typedef struct {
+    block_job base;
+    float *key_tiles;
+    const float *values;
+    float *dest;
+    const workspaces *ws;
+    const gates *gate; /* or NULL */
+    int normalised;
+} attend_job;
+
+/* Key blocks from the diagonal one down to the first: the diagonal block
+ * first gives each row a maximum at once, and with hard resets the walk can
+ * stop at the first block no query sees. */
+static void attend_task(void *context, int64_t item_index, int thread)
+{
+    const attend_job *job = context;
+    const problem *p = job->base.p;
+    const block_item *it = &job->base.items[item_index];
+    const int64_t hv = it->head, h = hv / p->group, i0 = item_first(it), rows = item_rows(it);
+    running_softmax r;
+    float *S = workspace_of(p, job->ws, thread, &r, NULL);
+    const logit_rule rule = {p->scale, job->gate ? job->gate->bias + hv * p->tokens : NULL,
+                             job->gate ? job->gate->first_visible + hv * p->tokens : NULL, 0, job->normalised};
+    running_start(&r, rows);
+    /* the earliest key any row sees: the first row's (resets only move forward) */
+    const int64_t earliest = first_key(&rule, it->start, i0);
+    const float *Q = p->q + (i0 * p->H + h) * p->K;
+    for (int64_t b = it->block; b >= 0; b--) {
+        const int64_t j0 = it->start + b * BLOCK;
+        const int64_t n = b == it->block ? rows : BLOCK;
+        if (j0 + n <= earliest)
+            break;
+        const float *tile =
+            key_tile(p, job->key_tiles, h - job->base.first_head / p->group, it->index - (it->block - b));
+        p->gemm->sgemm(rows, n, p->K, Q, p->H * p->K, tile, BLOCK, S, BLOCK, 0);
+        softmax_step(p, &rule, it->start, i0, rows, j0, n, S, BLOCK, &r);
+        p->gemm->sgemm(rows, p->V, n, S, BLOCK, job->values + (j0 * p->HV + hv) * p->V, p->HV * p->V, r.out, p->V,
+                       1);
+    }
+    write_rows(p, &r, job->normalised, i0, rows, hv, job->dest);
+}
+
+/* Causal attention (softmax, or DeltaFormer's EXP form) of q over k with
+ * `values`, a pass of q/k heads at a time: their key tiles, then every query
+ * block of their value heads. */
+static int attend_all(const problem *p, const float *values, const gates *gate, int normalised, float *dest)
+{
+    workspaces ws = {NULL, 0};
+    const int64_t pass = heads_per_pass(p, p->H);
+    float *tiles = malloc((size_t)(pass * p->n_blocks * p->K * BLOCK + 1) * sizeof *tiles);
+    int rc = tiles ? make_workspaces(p, 0, &ws) : lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory");
+    for (int64_t h = 0; h < p->H && rc == LACS_OK; h += pass) {
+        const int64_t heads = p->H - h < pass ? p->H - h : pass;
+        attend_job job = {{p, NULL, 0}, tiles, values, dest, &ws, gate, normalised};
+        rc = make_key_tiles(p, h, heads, tiles);
+        if (rc == LACS_OK)
+            rc = run_blocks(&job.base, h * p->group, heads * p->group, attend_task);
+    }
+    free(ws.memory);
+    free(tiles);
+    return rc;
+}
+
+static int softmax_or_fox(const lacs_cpu_call *c, int fox)
+{
+    problem p;
+    int rc = load_problem(c, 0, fox ? LACS_READS_G | LACS_READS_G_GAMMA : 0, &p);
+    if (rc != LACS_OK)
+        return rc;
+    if (fox && (rc = lacs_internal_check_exactly_one(c->op, p.g, "'g' (FoX's log forget gate)", p.g_gamma,
+                                                      "'g_gamma' (ALiBi's constant log decay)")) != LACS_OK) {
+        free_problem(&p);
+        return rc;
+    }
+    gates gate = {NULL, NULL};
+    if (fox)
+        rc = make_gates(&p, 1.0f, &gate); /* H10: the gate after the scale */
+    if (rc == LACS_OK)
+        rc = attend_all(&p, p.v, fox ? &gate : NULL, 1, p.o);
+    free_gates(&gate);
+    free_problem(&p);
+    return rc;
+}
+
+/* ---- deltaformer (H11) ---- */
+
+/* The first stage, u_i = v_i - beta_i sum_{j<i} B_ij u_j, for one (sequence,
+ * value head), block after block (each needs every earlier u):
+ *   - earlier blocks: S = X K_b^T by GEMM, the online softmax step (strict
+ *     rule: all columns visible), N += P U_b by GEMM;
+ *   - the block itself: S = X K_a^T, the same step restricted to j < i,
+ *     which fixes each row's final max and sum; then forward substitution,
+ *     u_i = v_i - beta_i / Z_i (N_i + sum_{a0 <= j < i} p_ij u_j), row by row.
+ * X is k (forms EXP, SOFTMAX) or q (FLA, fla's deltaformer_attn). In the
+ * softmax forms a row with no key (the sequence's first) has B's row 0, so
+ * u = v. Items: (sequence, value head of the pass's q/k heads). */
+typedef struct {
+    const problem *p;
+    float *key_tiles; /* the pass's */
+    int64_t first_head, heads; /* the pass's q/k heads */
+    const float *x; /* k or q */
+    float *u;       /* [tokens, HV, V] */
+    const workspaces *ws;
+    int normalised;
+} first_stage_job;
+
+static void first_stage_task(void *context, int64_t item, int thread)
+{
+    const first_stage_job *job = context;
+    const problem *p = job->p;
+    const int64_t n_seq = item / (job->heads * p->group);
+    const int64_t hv = job->first_head * p->group + item % (job->heads * p->group), h = hv / p->group;
+    int64_t start;
+    const int64_t length = lacs_cpu_sequences(p->call, p->B, p->T, n_seq, &start);
+    running_softmax r;
+    float *S = workspace_of(p, job->ws, thread, &r, NULL);
+    const logit_rule rule = {p->scale, NULL, NULL, 1, job->normalised};
+    const int64_t ldv = p->HV * p->V;
+    for (int64_t a = 0; a * BLOCK < length; a++) {
+        const int64_t i0 = start + a * BLOCK, rows = length - a * BLOCK < BLOCK ? length - a * BLOCK : BLOCK;
+        const float *X = job->x + (i0 * p->H + h) * p->K;
+        const float *own_tile = key_tile(p, job->key_tiles, h - job->first_head, p->block_base[n_seq] + a);
+        running_start(&r, rows);
+        for (int64_t b = a - 1; b >= 0; b--) {
+            const int64_t j0 = start + b * BLOCK;
+            p->gemm->sgemm(rows, BLOCK, p->K, X, p->H * p->K, own_tile - (a - b) * p->K * BLOCK, BLOCK, S, BLOCK, 0);
+            softmax_step(p, &rule, start, i0, rows, j0, BLOCK, S, BLOCK, &r);
+            p->gemm->sgemm(rows, p->V, BLOCK, S, BLOCK, job->u + (j0 * p->HV + hv) * p->V, ldv, r.out, p->V, 1);
+        }
+        p->gemm->sgemm(rows, rows, p->K, X, p->H * p->K, own_tile, BLOCK, S, BLOCK, 0);
+        softmax_step(p, &rule, start, i0, rows, i0, rows, S, BLOCK, &r);
+        for (int64_t row = 0; row < rows; row++) {
+            const int64_t i = i0 + row;
+            float *acc = r.out + row * p->V; /* N_i, then N_i + sum_j p_ij u_j */
+            for (int64_t col = 0; col < row; col++) {
+                const float weight = S[row * BLOCK + col];
+                const float *u_j = job->u + ((i0 + col) * p->HV + hv) * p->V;
+                for (int64_t c = 0; c < p->V; c++)
+                    acc[c] += weight * u_j[c];
+            }
+            const float beta = p->beta ? p->beta[i * p->HV + hv] : 1.0f;
+            const float coef = !job->normalised ? beta : r.sum[row] > 0.0f ? beta / r.sum[row] : 0.0f;
+            const float *v_i = p->v + (i * p->HV + hv) * p->V;
+            float *u_i = job->u + (i * p->HV + hv) * p->V;
+            for (int64_t c = 0; c < p->V; c++)
+                u_i[c] = v_i[c] - coef * acc[c];
+        }
+    }
+}
+
+static int deltaformer(const lacs_cpu_call *c)
+{
+    problem p;
+    int rc = load_problem(c, 0, LACS_READS_BETA, &p);
+    if (rc != LACS_OK)
+        return rc;
+    const double form = lacs_cpu_param(c, "form", LACS_DELTAFORMER_SOFTMAX);
+    if (form != LACS_DELTAFORMER_EXP && form != LACS_DELTAFORMER_SOFTMAX && form != LACS_DELTAFORMER_FLA) {
+        free_problem(&p);
+        return lacs_cpu_error(LACS_ERR_PARAM, c->op, "unknown form %g (0 exp, 1 softmax, 2 fla)", form);
+    }
+    const int normalised = form != LACS_DELTAFORMER_EXP;
+    const int64_t pass = heads_per_pass(&p, p.H);
+    float *tiles = malloc((size_t)(pass * p.n_blocks * p.K * BLOCK + 1) * sizeof *tiles);
+    float *u = malloc((size_t)(p.tokens * p.HV * p.V + 1) * sizeof *u);
+    workspaces ws = {NULL, 0};
+    if (!tiles || !u)
+        rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the key tiles and u");
+    if (rc == LACS_OK)
+        rc = make_workspaces(&p, 0, &ws);
+    /* the first stage, a pass of q/k heads at a time (their key tiles); the sequences and value heads in parallel */
+    for (int64_t h = 0; h < p.H && rc == LACS_OK; h += pass) {
+        const int64_t heads = p.H - h < pass ? p.H - h : pass;
+        rc = make_key_tiles(&p, h, heads, tiles);
+        first_stage_job job = {&p, tiles, h, heads, form == LACS_DELTAFORMER_FLA ? p.q : p.k, u, &ws, normalised};
+        if (rc == LACS_OK)
+            lacs_cpu_parallel_for(p.threads, p.n_seqs * heads * p.group, first_stage_task, &job);
+    }
+    /* the second stage: o_i = sum_{j<=i} A_ij u_j, A the causal softmax (or exp) of s q_i.k_j */
+    if (rc == LACS_OK)
+        rc = attend_all(&p, u, NULL, normalised, p.o);
+    free(ws.memory);
+    free(tiles);
+    free(u);
+    free_problem(&p);
+    return rc;
+}
+
+/* ---- path_attn (H12) ---- */
+
+/* For a block of transitions t = 0 .. nb - 1 (local indices), H_t = I - beta_t
+ * w_t w_t^T, with L the strictly lower part of W W^T:
+ *   U  = (I + diag(beta) L)^{-1} diag(beta) W   (the UT transform): then
+ *        H_0 H_1 ... H_m = I - sum_{t<=m} u_t w_t^T for every m;
+ *   DC = (I + diag(beta) L)^{-1} diag(beta) ((W K^T) (.) [t > j]): then
+ *        H_i ... H_{j+1} k_j = k_j - sum_{j<t<=i} DC_tj w_t for i >= j.
+ * (The first by induction, H_0 ... H_m = (H_0 ... H_{m-1}) H_m; the second
+ * from z^(i) = H_i z^(i-1), z^(j) = k_j: z^(i) = k_j - sum_{t<=i} beta_t w_t
+ * c_tj with (I + L diag(beta)) C = (W K^T) (.) [t > j], and diag(beta)
+ * (I + L diag(beta))^{-1} = (I + diag(beta) L)^{-1} diag(beta).)
+ * Stored per block and value head of the pass in progress, negated so that
+ * the GEMMs accumulate:
+ *   tile  [K x 3 BLOCK]: columns [0, BLOCK) K~^T, the keys carried to the
+ *         block's end e, k~_j = H_e ... H_{j+1} k_j = k_j - sum_t DC_tj w_t;
+ *         [BLOCK, 2 BLOCK) W^T; [2 BLOCK, 3 BLOCK) K^T;
+ *   -U    [BLOCK x K];  -DC [BLOCK x BLOCK];
+ *   M     [K x K] = I - W^T U, the whole block's product H_0 ... H_{nb-1}
+ *         transposed, to carry a row vector over the block: y^T M = (H_0 ...
+ *         H_{nb-1} y)^T. Explicit, it costs K^2 per query and block against
+ *         the WY form's 2 BLOCK K (Y - (Y W^T) U): a quarter for K = 64,
+ *         less whenever K < 2 BLOCK (head sizes up to 256). */
+typedef struct {
+    float *tiles, *minus_u, *minus_dc, *transport;
+} path_blocks;
+
+/* Block `index` of the pass's value head `head_in_pass` (blocks of the heads of one pass, as the key tiles). */
+static float *path_tile(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->tiles + (head_in_pass * p->n_blocks + index) * p->K * 3 * BLOCK;
+}
+static float *path_minus_u(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->minus_u + (head_in_pass * p->n_blocks + index) * BLOCK * p->K;
+}
+static float *path_minus_dc(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->minus_dc + (head_in_pass * p->n_blocks + index) * BLOCK * BLOCK;
+}
+static float *path_transport(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->transport + (head_in_pass * p->n_blocks + index) * p->K * p->K;
+}
+
+typedef struct {
+    block_job base;
+    const path_blocks *pb;
+    const workspaces *ws;
+    const gates *gate; /* or NULL */
+} path_job;
+
+/* Rows per panel of the blocked forward substitution: the panels below the
+ * diagonal are one GEMM each, only the 8 x 8 triangles are row by row. */
+#define SOLVE_PANEL 8
+
+/* One block's tile, -U, -DC and M (value head it->head). Workspace: S holds
+ * [W W^T | W K^T] ([nb x 2 BLOCK]); extra holds the right-hand sides, then
+ * the solutions, X [nb x (K + BLOCK)]. */
+static void path_block_task(void *context, int64_t item, int thread)
+{
+    const path_job *job = context;
+    const problem *p = job->base.p;
+    const block_item *it = &job->base.items[item];
+    const int64_t hv = it->head, h = hv / p->group, t0 = item_first(it), nb = item_rows(it), K = p->K;
+    running_softmax unused;
+    float *X;
+    float *gram = workspace_of(p, job->ws, thread, &unused, &X);
+    const int64_t head_in_pass = hv - job->base.first_head;
+    float *tile = path_tile(p, job->pb, head_in_pass, it->index);
+    float *minus_u = path_minus_u(p, job->pb, head_in_pass, it->index);
+    float *minus_dc = path_minus_dc(p, job->pb, head_in_pass, it->index);
+    const int64_t ld_tile = 3 * BLOCK, ld_gram = 2 * BLOCK, ld_x = K + BLOCK;
+    transpose_block(p->w, p->H, K, h, t0, nb, tile + BLOCK, ld_tile);
+    transpose_block(p->k, p->H, K, h, t0, nb, tile + 2 * BLOCK, ld_tile);
+    /* [W W^T | W K^T] in one GEMM over the tile's W^T and K^T columns */
+    p->gemm->sgemm(nb, 2 * BLOCK, K, p->w + (t0 * p->H + h) * K, p->H * K, tile + BLOCK, ld_tile, gram, ld_gram, 0);
+    /* right-hand sides [W | (W K^T) (.) [t > j]], and -L in place of W W^T's lower part */
+    for (int64_t t = 0; t < nb; t++) {
+        float *x = X + t * ld_x;
+        memcpy(x, p->w + ((t0 + t) * p->H + h) * K, (size_t)K * sizeof(float));
+        memcpy(x + K, gram + t * ld_gram + BLOCK, (size_t)t * sizeof(float));
+        memset(x + K + t, 0, (size_t)(BLOCK - t) * sizeof(float));
+        for (int64_t s = 0; s < t; s++)
+            gram[t * ld_gram + s] = -gram[t * ld_gram + s];
+    }
+    /* (I + diag(beta) L) X = diag(beta) RHS: x_t = beta_t (rhs_t - sum_{s<t} L_ts x_s), a panel of rows at a time */
+    for (int64_t r0 = 0; r0 < nb; r0 += SOLVE_PANEL) {
+        const int64_t r1 = r0 + SOLVE_PANEL < nb ? r0 + SOLVE_PANEL : nb;
+        if (r0 > 0) /* the rows before the panel: X[r0:r1] += (-L)[r0:r1, 0:r0] X[0:r0] */
+            p->gemm->sgemm(r1 - r0, ld_x, r0, gram + r0 * ld_gram, ld_gram, X, ld_x, X + r0 * ld_x, ld_x, 1);
+        for (int64_t t = r0; t < r1; t++) {
+            float *x = X + t * ld_x;
+            for (int64_t s = r0; s < t; s++) {
+                const float minus_l = gram[t * ld_gram + s];
+                const float *x_s = X + s * ld_x;
+                for (int64_t c = 0; c < ld_x; c++)
+                    x[c] += minus_l * x_s[c];
+            }
+            const float beta = p->beta[(t0 + t) * p->HV + hv];
+            for (int64_t c = 0; c < ld_x; c++)
+                x[c] *= beta;
+        }
+    }
+    for (int64_t t = 0; t < BLOCK; t++) {
+        for (int64_t c = 0; c < K; c++)
+            minus_u[t * K + c] = t < nb ? -X[t * ld_x + c] : 0.0f;
+        for (int64_t j = 0; j < BLOCK; j++)
+            minus_dc[t * BLOCK + j] = t < nb ? -X[t * ld_x + K + j] : 0.0f;
+    }
+    /* K~^T = K^T + W^T (-DC) */
+    for (int64_t c = 0; c < K; c++)
+        memcpy(tile + c * ld_tile, tile + c * ld_tile + 2 * BLOCK, BLOCK * sizeof(float));
+    p->gemm->sgemm(K, nb, nb, tile + BLOCK, ld_tile, minus_dc, BLOCK, tile, ld_tile, 1);
+    /* M = I + W^T (-U) */
+    float *transport = path_transport(p, job->pb, head_in_pass, it->index);
+    for (int64_t r = 0; r < K; r++)
+        for (int64_t c = 0; c < K; c++)
+            transport[r * K + c] = r == c ? 1.0f : 0.0f;
+    p->gemm->sgemm(K, K, nb, tile + BLOCK, ld_tile, minus_u, K, transport, K, 1);
+}
+
+/* One query block (rows i0 .. i0 + rows - 1 of block a, value head hv).
+ * l_ij = x_i^(j) . k_j with x_i^(j) = H_{j+1} ... H_i q_i (H_t symmetric),
+ * x_i^(j-1) = H_j x_i^(j). With Y the queries carried to the end e of key
+ * block b, y_i = x_i^(e), the block's logits are y_i . k~_j (one GEMM with
+ * the tile's K~^T), and carrying Y over the block, y_i <- H_b0 ... H_e y_i,
+ * is Y <- Y M_b (one more). The diagonal block: l_ij = q_i.k_j - sum_{t<=i}
+ * (q_i.w_t) DC_tj (H12's matrix form within the block), and Y starts as
+ * y_i = H_a0 ... H_i q_i = q_i - sum_{t<=i} (q_i.w_t) u_t.
+ * Workspace: S [rows x 2 BLOCK] holds [Q W^T | Q K^T], then Y K~^T; extra
+ * holds Y and the next Y, [rows x K] each. */
+static void path_query_task(void *context, int64_t item_index, int thread)
+{
+    const path_job *job = context;
+    const problem *p = job->base.p;
+    const block_item *it = &job->base.items[item_index];
+    const int64_t hv = it->head, h = hv / p->group, i0 = item_first(it), rows = item_rows(it), K = p->K;
+    const int64_t ld_s = 2 * BLOCK, ld_tile = 3 * BLOCK, head_in_pass = hv - job->base.first_head;
+    running_softmax r;
+    float *Y;
+    float *S = workspace_of(p, job->ws, thread, &r, &Y);
+    float *next_Y = Y + round16(BLOCK * K);
+    /* H12: l_ij = scale (q_i^T R_ij k_j + G_i - G_j), the gate before the scale (bias = scale G) */
+    const logit_rule rule = {p->scale, job->gate ? job->gate->bias + hv * p->tokens : NULL,
+                             job->gate ? job->gate->first_visible + hv * p->tokens : NULL, 0, 1};
+    const float *Q = p->q + (i0 * p->H + h) * K;
+    const float *v_head = p->v + hv * p->V;
+    const int64_t ldv = p->HV * p->V;
+    running_start(&r, rows);
+
+    /* the diagonal block: [Q W^T | Q K^T], then Q W^T masked to t <= i */
+    const float *own_tile = path_tile(p, job->pb, head_in_pass, it->index);
+    p->gemm->sgemm(rows, 2 * BLOCK, K, Q, p->H * K, own_tile + BLOCK, ld_tile, S, ld_s, 0);
+    for (int64_t row = 0; row < rows; row++)
+        for (int64_t t = row + 1; t < BLOCK; t++)
+            S[row * ld_s + t] = 0.0f;
+    for (int64_t row = 0; row < rows; row++)
+        memcpy(Y + row * K, Q + row * p->H * K, (size_t)K * sizeof(float));
+    const float *minus_dc = path_minus_dc(p, job->pb, head_in_pass, it->index);
+    p->gemm->sgemm(rows, rows, rows, S, ld_s, minus_dc, BLOCK, S + BLOCK, ld_s, 1);
+    p->gemm->sgemm(rows, K, rows, S, ld_s, path_minus_u(p, job->pb, head_in_pass, it->index), K, Y, K, 1);
+    softmax_step(p, &rule, it->start, i0, rows, i0, rows, S + BLOCK, ld_s, &r);
+    p->gemm->sgemm(rows, p->V, rows, S + BLOCK, ld_s, v_head + i0 * ldv, ldv, r.out, p->V, 1);
+
+    /* the earlier blocks, walking back */
+    const int64_t earliest = first_key(&rule, it->start, i0);
+    for (int64_t b = it->block - 1; b >= 0; b--) {
+        const int64_t j0 = it->start + b * BLOCK, index = it->index - (it->block - b);
+        if (j0 + BLOCK <= earliest)
+            break;
+        p->gemm->sgemm(rows, BLOCK, K, Y, K, path_tile(p, job->pb, head_in_pass, index), ld_tile, S, ld_s, 0);
+        softmax_step(p, &rule, it->start, i0, rows, j0, BLOCK, S, ld_s, &r);
+        p->gemm->sgemm(rows, p->V, BLOCK, S, ld_s, v_head + j0 * ldv, ldv, r.out, p->V, 1);
+        if (b > 0 && j0 > earliest) { /* Y carried over block b, for block b - 1 */
+            p->gemm->sgemm(rows, K, K, Y, K, path_transport(p, job->pb, head_in_pass, index), K, next_Y, K, 0);
+            float *carried = next_Y;
+            next_Y = Y;
+            Y = carried;
+        }
+    }
+    write_rows(p, &r, 1, i0, rows, hv, p->o);
+}
+
+static int path_attn(const lacs_cpu_call *c)
+{
+    problem p;
+    int rc = load_problem(c, LACS_READS_W | LACS_READS_BETA, LACS_READS_G, &p);
+    if (rc != LACS_OK)
+        return rc;
+    for (int64_t i = 0; i < p.tokens * p.HV; i++)
+        if (!(p.beta[i] >= 0.0f)) {
+            free_problem(&p);
+            return lacs_cpu_error(LACS_ERR_PARAM, c->op, "beta[%lld] = %g must be >= 0: as the reference's "
+                                                         "matrix form, which absorbs beta as sqrt(beta) w",
+                                  (long long)i, (double)p.beta[i]);
+        }
+    gates gate = {NULL, NULL};
+    /* a pass of value heads at a time (beta, hence the transitions, are per value head) */
+    const int64_t pass = heads_per_pass(&p, p.HV), blocks = pass * p.n_blocks;
+    path_blocks pb = {
+        malloc((size_t)(blocks * p.K * 3 * BLOCK + 1) * sizeof(float)),
+        malloc((size_t)(blocks * BLOCK * p.K + 1) * sizeof(float)),
+        malloc((size_t)(blocks * BLOCK * BLOCK + 1) * sizeof(float)),
+        malloc((size_t)(blocks * p.K * p.K + 1) * sizeof(float)),
+    };
+    workspaces ws = {NULL, 0};
+    if (!pb.tiles || !pb.minus_u || !pb.minus_dc || !pb.transport)
+        rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the blocks' transitions");
+    if (rc == LACS_OK && p.g)
+        rc = make_gates(&p, p.scale, &gate);
+    /* extra: the solve's X [BLOCK x (K + BLOCK)], or a query block's Y and next Y [BLOCK x K] */
+    if (rc == LACS_OK)
+        rc = make_workspaces(&p, BLOCK * (p.K + BLOCK) + 2 * round16(BLOCK * p.K), &ws);
+    for (int64_t hv = 0; hv < p.HV && rc == LACS_OK; hv += pass) {
+        const int64_t heads = p.HV - hv < pass ? p.HV - hv : pass;
+        path_job job = {{&p, NULL, 0}, &pb, &ws, p.g ? &gate : NULL};
+        rc = run_blocks(&job.base, hv, heads, path_block_task);
+        if (rc == LACS_OK)
+            rc = run_blocks(&job.base, hv, heads, path_query_task);
+    }
+    free(ws.memory);
+    free(pb.tiles);
+    free(pb.minus_u);
+    free(pb.minus_dc);
+    free(pb.transport);
+    free_gates(&gate);
+    free_problem(&p);
+    return rc;
+}
+
+/* ---- the family ---- */
+
+int lacs_cpu_attention(const lacs_cpu_call *c)
+{
+    if (strcmp(c->op, "softmax_attn") == 0)
+        return softmax_or_fox(c, 0);
+    if (strcmp(c->op, "fox") == 0)
+        return softmax_or_fox(c, 1);
+    if (strcmp(c->op, "deltaformer") == 0)
+        return deltaformer(c);
+    if (strcmp(c->op, "path_attn") == 0)
+        return path_attn(c);
+    return LACS_UNSUPPORTED;
+}

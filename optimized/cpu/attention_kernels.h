@@ -1,0 +1,36 @@
+/* builtin:cpu attention (attention.c): the two row kernels of the blocked
+ * online softmax, one version per instruction set (attention.c holds the
+ * scalar one, attention_avx2.c and attention_avx512.c the vector ones; call a
+ * vector one only when dispatch chose its instruction set).
+ *
+ * A block of logits is a [rows x n] array of raw dot products q_i . k_j for
+ * the n keys j0 .. j0 + n - 1 of a key block. Each row goes through
+ *   1. logits_row: l_ij = scale x_ij + (row_bias - col_bias[j]) on the visible
+ *      columns lo <= j < hi, -inf on the others (so that exp gives 0);
+ *      returns the row's largest logit (H1's m_i, the max subtracted);
+ *   2. exp_row: p_ij = exp(l_ij - m) with m the running maximum; returns
+ *      sum_j p_ij (the softmax's denominator for this block).
+ */
+#ifndef LACS_CPU_ATTENTION_KERNELS_H
+#define LACS_CPU_ATTENTION_KERNELS_H
+
+#include <stdint.h>
+
+/* x[j] = scale * x[j] + (row_bias - col_bias[j]) for lo <= j < hi, -inf for
+ * the other j < n; col_bias NULL reads as zeros. 0 <= lo, hi <= n. Returns the
+ * largest x[j], -inf when lo >= hi. */
+typedef float (*lacs_cpu_logits_row_fn)(int64_t n, float *x, int64_t lo, int64_t hi, float scale, float row_bias,
+                                         const float *col_bias);
+/* x[j] = exp(x[j] - max) for j < n (exp(-inf) = 0; max finite); returns the
+ * sum of the new x[j]. exp is accurate to a few ulp, subnormal results included. */
+typedef float (*lacs_cpu_exp_row_fn)(int64_t n, float *x, float max);
+
+float lacs_cpu_attention_logits_row_avx2(int64_t n, float *x, int64_t lo, int64_t hi, float scale, float row_bias,
+                                          const float *col_bias);
+float lacs_cpu_attention_exp_row_avx2(int64_t n, float *x, float max);
+
+float lacs_cpu_attention_logits_row_avx512(int64_t n, float *x, int64_t lo, int64_t hi, float scale,
+                                            float row_bias, const float *col_bias);
+float lacs_cpu_attention_exp_row_avx512(int64_t n, float *x, float max);
+
+#endif

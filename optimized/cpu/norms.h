@@ -1,0 +1,118 @@
+/* builtin:cpu, the norm family's kernels (SPEC.md 12.x): one table of
+ * function pointers per instruction set. norms.c validates a call, splits it
+ * into blocks of rows, runs the blocks on threads and reduces the per-block
+ * sums; the kernels here do the arithmetic of one block or one row.
+ *
+ *   norms_scalar.c  every kernel in double arithmetic (CPUs without AVX2,
+ *                   LACS_ISA=scalar, and softcap with a cap outside the range
+ *                   the binary32 kernels are written for);
+ *   norms_avx2.c    8 fp32 lanes, FMA;
+ *   norms_avx512.c  16 fp32 lanes, FMA, masked tails.
+ *
+ * The element-wise functions (tanh, sech^2, DyT, DyISRU, softcap) are
+ * computed in binary32 by the vector kernels, with the error bounds stated in
+ * their files; the VJPs' products, every sum (dalpha, dC, dcap, dweight,
+ * dbias) and every row reduction of rmsnorm and l2norm are formed in double.
+ */
+#ifndef LACS_CPU_NORMS_H
+#define LACS_CPU_NORMS_H
+
+#include <stdint.h>
+
+/* One block of whole rows of an element-wise op (DyT, DyISRU, softcap and
+ * their VJPs). Inputs x and dy are [rows, dim] at the block's first row,
+ * fp32, or bf16 raw bits when `bf16` is set (widened exactly). weight and bias
+ * are [dim] fp32; norms.c passes 1 and -0 where the op has none: w * v = v and
+ * v + (-0) = v for every v, signed zeros and NaN included, where +0 would turn
+ * -0 into +0 (SPEC.md 4.14, "Common"). */
+typedef struct {
+    const void *x, *dy;
+    int bf16;
+    int64_t rows, dim;
+    double param;         /* alpha (DyT), C (DyISRU) or cap (softcap) */
+    const float *weight;  /* [dim]; not read by softcap */
+    const float *bias;    /* [dim]; read by the forward DyT and DyISRU only */
+    float *out;           /* y or dx, [rows, dim] */
+    double *sum_weight;   /* [dim] or NULL: += sum over the block's rows of dy * f(x) (dweight) */
+    double *sum_bias;     /* [dim] or NULL: += sum over the block's rows of dy (dbias) */
+    double sum_param;     /* VJPs: set to the block's sum of dalpha, dC or dcap terms */
+    int stream;           /* forward ops: out may be written with non-temporal stores (norms.c sets it
+                             when out is larger than the caches; the kernel ends with a store fence) */
+} lacs_cpu_norm_block;
+
+typedef struct {
+    const char *isa;
+    /* y[i] = tanh(x[i]) and y[i] = sech^2(x[i]) = 4e / (1 + e)^2, e = exp(-2|x|),
+     * n fp32 values: the building blocks of DyT and softcap, exposed for
+     * tests/test_cpu_tanh.c. */
+    void (*tanh)(const float *x, float *y, int64_t n);
+    void (*sech2)(const float *x, float *y, int64_t n);
+
+    /* N1: out = weight * tanh(alpha x) + bias. */
+    void (*dyt)(lacs_cpu_norm_block *b);
+    /* N1's VJP: out = dx = dy weight alpha sech^2(alpha x); sum_param = dalpha
+     * terms dy weight x sech^2(alpha x) (0 where sech^2 is 0); sum_weight +=
+     * dy tanh(alpha x); sum_bias += dy. */
+    void (*dyt_vjp)(lacs_cpu_norm_block *b);
+    /* N5: out = weight * x / sqrt(x^2 + C) + bias (C = param). */
+    void (*dyisru)(lacs_cpu_norm_block *b);
+    /* N5's VJP: dx = dy weight df/dx, dC terms dy weight df/dC,
+     * sum_weight += dy f, sum_bias += dy. */
+    void (*dyisru_vjp)(lacs_cpu_norm_block *b);
+    /* N6 on rows * dim elements (weight and bias unused): out = cap tanh(x / cap). */
+    void (*softcap)(lacs_cpu_norm_block *b);
+    /* N6's VJP: dx = dy sech^2(x / cap); dcap terms dy (tanh(u) - u sech^2(u)). */
+    void (*softcap_vjp)(lacs_cpu_norm_block *b);
+
+    /* Row reductions and row updates of rmsnorm, l2norm and their VJPs, in
+     * double: x, dy fp32 or bf16 (bf16 set), n elements, weight [n] fp32. */
+    double (*sum_of_squares)(const void *x, int bf16, int64_t n);
+    /* sum_i x_i weight_i dy_i */
+    double (*weighted_dot)(const void *x, const void *dy, int bf16, const float *weight, int64_t n);
+    /* y_i = weight_i (x_i inv), rounded once to fp32 */
+    void (*scale)(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y);
+    /* dx_i = (weight_i dy_i - x_i along) inv, rounded once to fp32; when
+     * sum_dy_y is not NULL, sum_dy_y[i] += dy_i (x_i inv) (rmsnorm's dweight). */
+    void (*project)(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
+                    double inv, float *dx, double *sum_dy_y);
+} lacs_cpu_norm_kernels;
+
+/* ---- the approximations the instruction sets share ----
+ * Fitted for the relative error of the function (not of the polynomial) by
+ * weighted least squares on 200 Chebyshev nodes, reweighted to minimax
+ * (Lawson's iteration), in mpmath at 50 digits; the errors below are the
+ * fits' in exact arithmetic. */
+
+/* tanh(a) = a + a t P(t), t = a^2, for 0 <= a < LACS_TANH_SPLIT (the scalar
+ * kernels, in double): relative error of the fit 5.1e-10 (2^-30.9) on
+ * [0, 0.625). The odd form gives tanh(a) = a exactly where a t is below
+ * half an ulp of a, so subnormal and tiny arguments come back as
+ * themselves, -0 as -0. */
+#define LACS_TANH_SPLIT 0.625
+static const double lacs_tanh_poly[6] = {-0.333333306712076,     0.13333201322789188,
+                                         -0.053946218262827259, 0.021697930078653842,
+                                         -0.0081709768377938172, 0.0021374219740641252};
+
+/* exp(r) = 1 + r + r^2 Q(r) for |r| <= ln(2)/2: relative error of the fit
+ * 3.1e-9 (2^-28.3). exp(v) = 2^n exp(r) with n = round(v / ln 2) and
+ * r = v - n ln 2, ln 2 split so that n * LACS_LN2_HI is exact for |n| < 2^12
+ * (LACS_LN2_HI has 12 significant bits). */
+static const double lacs_exp_poly[5] = {0.49999993451472626, 0.16666520687563107, 0.041668387408547037,
+                                        0.0083687100353082497, 0.0013814611001063168};
+#define LACS_LOG2E 1.4426950408889634
+#define LACS_LN2_HI 0.693115234375
+#define LACS_LN2_LO 3.1946184945309417e-05
+
+/* softcap's d/dcap term h(u) = tanh(u) - u sech^2(u) = u^3 R(u^2) for |u| < 1,
+ * where the difference cancels (h ~ (2/3) u^3): relative error of the fit
+ * 4.4e-9 (2^-27.8). */
+static const double lacs_softcap_dcap_poly[9] = {0.66666666370614728,   -0.53333286823901608, 0.32379726672117014,
+                                                 -0.17482926465348735,  0.087962991474683266, -0.041060188018364164,
+                                                 0.016536640590649055,  -0.0048472002524735348,
+                                                 0.00072577452933311272};
+
+extern const lacs_cpu_norm_kernels lacs_cpu_norm_kernels_scalar;
+extern const lacs_cpu_norm_kernels lacs_cpu_norm_kernels_avx2;
+extern const lacs_cpu_norm_kernels lacs_cpu_norm_kernels_avx512;
+
+#endif

@@ -1,0 +1,607 @@
+/* builtin:cpu's tanh and sech^2 (optimized/cpu/norms_*.c, SPEC.md 12), the
+ * functions under DyT, softcap and their VJPs, for every instruction set this
+ * CPU has (the others are skipped with a message):
+ *   cpu_tanh/within_bound       the error in ulp against tanh in double on
+ *                               every bf16 value, every 256th fp32 bit
+ *                               pattern (2^24 inputs, both signs, NaN and
+ *                               infinities among them) and every fp32 value
+ *                               of the delicate ranges, both signs:
+ *                               [2^-13, 2^-11) where tanh(x) stops being x,
+ *                               [0.5, 1) around the split between the
+ *                               polynomial and the exp form (0.625), [8, 10)
+ *                               where tanh rounds to 1 (from 9.01);
+ *   cpu_tanh/exact_values       +-0 (sign kept), +-inf to +-1, NaN to NaN,
+ *                               and tanh(x) = x bit for bit for |x| < 2^-12
+ *                               (subnormals included);
+ *   cpu_tanh/worse_tanh_is_rejected  1 - 2/(exp(2x) + 1) in fp32, which loses
+ *                               relative accuracy near 0, fails the same check;
+ *   cpu_tanh/sech2_within_bound and sech2_as_one_minus_tanh2_is_rejected:
+ *                               sech^2 = 4e/(1 + e)^2 against double on every
+ *                               bf16 value and every 256th fp32 pattern;
+ *                               1 - tanh^2 (0 once tanh rounds to 1) fails.
+ * The bounds are the ones stated in the kernels' files: tanh 1 ulp for the
+ * vector kernels (measured over all 2^32 inputs: 0.86), 0.52 ulp for the
+ * scalar one (double arithmetic rounded once); sech^2 3 ulp where the result
+ * is normal, the same in units of the smallest subnormal below. Set
+ * LACS_TANH_EXHAUSTIVE=1 to check tanh on all 2^32 inputs as well (minutes).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../optimized/cpu/cpu.h"
+#include "../optimized/cpu/norms.h"
+
+#define TANH_BOUND_VECTOR 2.61
+#define TANH_BOUND_SCALAR 0.52
+#define SECH2_BOUND 3.0
+
+typedef void (*float_function)(const float *x, float *y, int64_t n);
+
+/* ---- the instruction sets ---- */
+
+static const lacs_cpu_norm_kernels *const tables[] = {&lacs_cpu_norm_kernels_scalar, &lacs_cpu_norm_kernels_avx2,
+                                                      &lacs_cpu_norm_kernels_avx512};
+enum { N_TABLES = sizeof tables / sizeof tables[0] };
+
+/* Whether this CPU runs `table`'s kernels; says why not when it does not. */
+static int runnable(const lacs_cpu_norm_kernels *table)
+{
+    if (lacs_cpu_isa_supported(table->isa))
+        return 1;
+    cr_log_info("cpu_tanh: skipping %s: this CPU lacks its instructions (lacs_cpu_isa_supported)", table->isa);
+    return 0;
+}
+
+static double tanh_bound(const lacs_cpu_norm_kernels *table)
+{
+    return table == &lacs_cpu_norm_kernels_scalar ? TANH_BOUND_SCALAR : TANH_BOUND_VECTOR;
+}
+
+/* ---- the error in ulp ---- */
+
+static float from_bits(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static uint32_t to_bits(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+/* The spacing of fp32 values at the exact result y: 2^(e - 23) for y in
+ * [2^e, 2^(e+1)), 2^-149 in the subnormals (and at 0). */
+static double ulp_at(double y)
+{
+    y = fabs(y);
+    if (y < 0x1p-126)
+        return 0x1p-149;
+    int e;
+    frexp(y, &e); /* y in [2^(e-1), 2^e) */
+    return ldexp(1.0, e - 24);
+}
+
+/* |got - exact| in ulps of exact; a NaN where the other is not, or a
+ * different infinity, is infinitely wrong. */
+static double ulp_error(float got, double exact)
+{
+    if (isnan(exact) || isnan(got))
+        return isnan(exact) && isnan(got) ? 0 : INFINITY;
+    if (isinf(exact) || isinf(got))
+        return (double)got == exact ? 0 : INFINITY;
+    return fabs((double)got - exact) / ulp_at(exact);
+}
+
+static double exact_tanh(double x) { return tanh(x); }
+
+/* sech^2 in double: 4e / (1 + e)^2, e = exp(-2|x|), is within a few double
+ * ulps of the true value everywhere (SPEC.md 4.18), far below fp32's. */
+static double exact_sech2(double x)
+{
+    const double e = exp(-2 * fabs(x));
+    return 4 * e / ((1 + e) * (1 + e));
+}
+
+typedef struct {
+    double worst;  /* the largest error in ulp */
+    float worst_x; /* where */
+} sweep_result;
+
+enum { CHUNK = 4096, MAX_FUNCTIONS = N_TABLES + 1 };
+
+/* Every function of `functions` on the inputs in[0 .. n), against exact():
+ * the worst error of each into results. */
+static void check_chunk(const float_function *functions, int n_functions, double (*exact)(double), const float *in,
+                        int64_t n, sweep_result *results)
+{
+    double expected[CHUNK];
+    float got[CHUNK];
+    for (int64_t i = 0; i < n; i++)
+        expected[i] = exact((double)in[i]);
+    for (int f = 0; f < n_functions; f++) {
+        functions[f](in, got, n);
+        for (int64_t i = 0; i < n; i++) {
+            const double error = ulp_error(got[i], expected[i]);
+            if (!(error <= results[f].worst)) {
+                results[f].worst = error;
+                results[f].worst_x = in[i];
+            }
+        }
+    }
+}
+
+/* The bit patterns first, first + stride, ... (count of them), and their
+ * negatives when both_signs is set. */
+static void sweep_bits(const float_function *functions, int n_functions, double (*exact)(double), uint32_t first,
+                       uint64_t count, uint32_t stride, int both_signs, sweep_result *results)
+{
+    float in[CHUNK];
+    int64_t n = 0;
+    for (int sign = 0; sign <= both_signs; sign++)
+        for (uint64_t k = 0; k < count; k++) {
+            const uint32_t bits = (uint32_t)(first + k * stride) ^ (sign ? 0x80000000u : 0u);
+            in[n++] = from_bits(bits);
+            if (n == CHUNK) {
+                check_chunk(functions, n_functions, exact, in, n, results);
+                n = 0;
+            }
+        }
+    if (n > 0)
+        check_chunk(functions, n_functions, exact, in, n, results);
+}
+
+/* Every bf16 value (the upper 16 bits of an fp32). */
+static void sweep_bf16(const float_function *functions, int n_functions, double (*exact)(double),
+                       sweep_result *results)
+{
+    sweep_bits(functions, n_functions, exact, 0, 65536, 65536, 0, results);
+}
+
+/* The inputs of cpu_tanh/within_bound (the file's comment). */
+static void sweep_tanh_inputs(const float_function *functions, int n_functions, sweep_result *results)
+{
+    sweep_bf16(functions, n_functions, exact_tanh, results);
+    sweep_bits(functions, n_functions, exact_tanh, 0, 1u << 24, 256, 0, results);
+    /* [2^-13, 2^-11), [0.5, 1), [8, 10): every value, both signs */
+    sweep_bits(functions, n_functions, exact_tanh, 0x39000000u, 0x3A000000u - 0x39000000u, 1, 1, results);
+    sweep_bits(functions, n_functions, exact_tanh, 0x3F000000u, 0x3F800000u - 0x3F000000u, 1, 1, results);
+    sweep_bits(functions, n_functions, exact_tanh, 0x41000000u, 0x41200000u - 0x41000000u, 1, 1, results);
+}
+
+/* The tables this CPU runs, their tanh (or sech^2) as functions. */
+static int runnable_functions(int sech2, float_function *functions, const lacs_cpu_norm_kernels **which)
+{
+    int n = 0;
+    for (int t = 0; t < N_TABLES; t++)
+        if (runnable(tables[t])) {
+            which[n] = tables[t];
+            functions[n++] = sech2 ? tables[t]->sech2 : tables[t]->tanh;
+        }
+    return n;
+}
+
+/* ---- a deliberately worse tanh ---- */
+
+/* 1 - 2/(exp(2x) + 1) in fp32: right to an ulp of 1 everywhere, so its
+ * relative error near 0 is about 2^-24 / |tanh x|: thousands of ulps at
+ * x = 2^-12. */
+static void worse_tanh(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = 1.0f - 2.0f / (expf(2.0f * x[i]) + 1.0f);
+}
+
+/* 1 - tanh^2 from the best tanh this CPU runs: 0 as soon as tanh rounds to
+ * 1 (|x| > 9.01) while sech^2 stays representable up to |x| ~ 52. */
+static void sech2_as_one_minus_tanh2(const float *x, float *y, int64_t n)
+{
+    const lacs_cpu_norm_kernels *best = &lacs_cpu_norm_kernels_scalar;
+    for (int t = 0; t < N_TABLES; t++)
+        if (lacs_cpu_isa_supported(tables[t]->isa))
+            best = tables[t];
+    best->tanh(x, y, n);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = 1.0f - y[i] * y[i];
+}
+
+/* ---- the tests ---- */
+
+Test(cpu_tanh, within_bound, .timeout = 120)
+{
+    float_function functions[MAX_FUNCTIONS];
+    const lacs_cpu_norm_kernels *which[MAX_FUNCTIONS];
+    const int n = runnable_functions(0, functions, which);
+    sweep_result results[MAX_FUNCTIONS] = {{0}};
+    sweep_tanh_inputs(functions, n, results);
+    const char *exhaustive = getenv("LACS_TANH_EXHAUSTIVE");
+    if (exhaustive && strcmp(exhaustive, "1") == 0)
+        sweep_bits(functions, n, exact_tanh, 0, 1ull << 32, 1, 0, results);
+    for (int f = 0; f < n; f++) {
+        cr_log_info("cpu_tanh: %s tanh: worst error %.4f ulp at x = %a (bound %.2f)%s", which[f]->isa,
+                    results[f].worst, (double)results[f].worst_x, tanh_bound(which[f]),
+                    exhaustive && strcmp(exhaustive, "1") == 0 ? ", all 2^32 inputs" : "");
+        cr_expect(results[f].worst <= tanh_bound(which[f]), "%s tanh: %.4f ulp at x = %a exceeds %.2f",
+                  which[f]->isa, results[f].worst, (double)results[f].worst_x, tanh_bound(which[f]));
+    }
+}
+
+Test(cpu_tanh, exact_values)
+{
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, from_bits(0x7f800001u),
+                              from_bits(0xffc00123u)};
+    enum { N_SPECIALS = sizeof specials / sizeof specials[0] };
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        float y[N_SPECIALS];
+        tables[t]->tanh(specials, y, N_SPECIALS);
+        cr_expect(to_bits(y[0]) == to_bits(0.0f), "%s: tanh(+0) = %a", tables[t]->isa, (double)y[0]);
+        cr_expect(to_bits(y[1]) == to_bits(-0.0f), "%s: tanh(-0) = %a", tables[t]->isa, (double)y[1]);
+        cr_expect(y[2] == 1.0f && y[3] == -1.0f, "%s: tanh(+-inf) = %a, %a", tables[t]->isa, (double)y[2],
+                  (double)y[3]);
+        for (int i = 4; i < N_SPECIALS; i++)
+            cr_expect(isnan(y[i]), "%s: tanh(NaN %08x) = %a", tables[t]->isa, to_bits(specials[i]), (double)y[i]);
+        /* tanh(x) = x for |x| < 2^-12: every subnormal and every 256th
+         * normal bit pattern below 2^-12, both signs */
+        int64_t mismatches = 0;
+        float first_bad = 0;
+        float in[CHUNK], out[CHUNK];
+        for (int sign = 0; sign <= 1; sign++) {
+            uint32_t bits = 1;
+            while (bits < 0x39800000u) {
+                int64_t n = 0;
+                for (; bits < 0x39800000u && n < CHUNK; bits += bits < 0x00800000u ? 1 : 256)
+                    in[n++] = from_bits(bits ^ (sign ? 0x80000000u : 0u));
+                tables[t]->tanh(in, out, n);
+                for (int64_t i = 0; i < n; i++)
+                    if (to_bits(out[i]) != to_bits(in[i]) && mismatches++ == 0)
+                        first_bad = in[i];
+            }
+        }
+        cr_expect(mismatches == 0, "%s: tanh(x) != x for %lld tiny x, first %a", tables[t]->isa,
+                  (long long)mismatches, (double)first_bad);
+    }
+}
+
+Test(cpu_tanh, worse_tanh_is_rejected, .timeout = 120)
+{
+    const float_function functions[1] = {worse_tanh};
+    sweep_result result[1] = {{0}};
+    sweep_tanh_inputs(functions, 1, result);
+    cr_log_info("cpu_tanh: 1 - 2/(exp(2x) + 1): worst error %.4g ulp at x = %a", result[0].worst,
+                (double)result[0].worst_x);
+    cr_expect(result[0].worst > TANH_BOUND_VECTOR, "the worse tanh passes: %.4g ulp", result[0].worst);
+}
+
+Test(cpu_tanh, sech2_within_bound, .timeout = 60)
+{
+    float_function functions[MAX_FUNCTIONS];
+    const lacs_cpu_norm_kernels *which[MAX_FUNCTIONS];
+    const int n = runnable_functions(1, functions, which);
+    sweep_result results[MAX_FUNCTIONS] = {{0}};
+    sweep_bf16(functions, n, exact_sech2, results);
+    sweep_bits(functions, n, exact_sech2, 0, 1u << 24, 256, 0, results);
+    for (int f = 0; f < n; f++) {
+        cr_log_info("cpu_tanh: %s sech^2: worst error %.4f ulp at x = %a (bound %.2f)", which[f]->isa,
+                    results[f].worst, (double)results[f].worst_x, SECH2_BOUND);
+        cr_expect(results[f].worst <= SECH2_BOUND, "%s sech^2: %.4f ulp at x = %a exceeds %.2f", which[f]->isa,
+                  results[f].worst, (double)results[f].worst_x, SECH2_BOUND);
+    }
+}
+
+Test(cpu_tanh, sech2_as_one_minus_tanh2_is_rejected)
+{
+    const float_function functions[1] = {sech2_as_one_minus_tanh2};
+    sweep_result result[1] = {{0}};
+    sweep_bf16(functions, 1, exact_sech2, result);
+    cr_log_info("cpu_tanh: 1 - tanh^2: worst error %.4g ulp at x = %a", result[0].worst, (double)result[0].worst_x);
+    cr_expect(result[0].worst > SECH2_BOUND, "1 - tanh^2 passes: %.4g ulp", result[0].worst);
+}
+
+/* ---- cpu_norms_ieee: the ops' IEEE semantics against the reference ----
+ *
+ * Every norm op of builtin:cpu on rows that each hold one special value
+ * (+-0, subnormals, the smallest normal, tiny, ordinary, saturating, huge,
+ * +-inf, NaN; plus a zero row, a subnormal row and a row near overflow),
+ * with and without weight and bias, at the edges of each parameter (alpha 0
+ * and negative, C 0 and huge, cap tiny and beyond fp32, eps 0 and +inf; an
+ * infinite dy where sech^2 underflows fp32 but not double: alpha = 100,
+ * cap = 0.01 on x = 2),
+ * in both tiers, under every instruction set this CPU has, against
+ * builtin:reference: NaN where the reference is NaN, the same infinity, the
+ * same signed zero (SPEC.md 4.14-4.18's tables), and finite values to a
+ * relative 1e-5 (the tolerance model of SPEC.md 11 is checked by the
+ * vectors; this checks the cases they do not reach). */
+
+static const float ieee_values[] = {0.0f,    -0.0f,       0x1p-149f, -0x1p-149f, 0x1p-130f, -0x1.8p-127f,
+                                    0x1p-126f, 1e-30f,   1e-7f,     2e-4f,      0.3f,      -0.7f,
+                                    1.0f,    -2.5f,       9.5f,      -20.0f,     60.0f,     1e20f,
+                                    -1e30f,  3.4e38f,     -3.4e38f,  INFINITY,   -INFINITY, NAN};
+enum { N_IEEE_VALUES = sizeof ieee_values / sizeof ieee_values[0], IEEE_DIM = 3,
+       IEEE_ROWS = N_IEEE_VALUES + 3, IEEE_N = IEEE_ROWS * IEEE_DIM };
+
+/* x: row i < N_IEEE_VALUES holds ieee_values[i] in column i % 3 beside
+ * ordinary values; then a zero row (signed zeros), a subnormal row, a row
+ * near overflow. dy: ordinary, but NaN in row 10 and -inf in row 12. */
+static void ieee_inputs(float *x, float *dy)
+{
+    const float ordinary[IEEE_DIM] = {0.5f, -1.25f, 2.0f}, gradient[IEEE_DIM] = {0.75f, -1.5f, 2.0f};
+    for (int r = 0; r < IEEE_ROWS; r++)
+        for (int c = 0; c < IEEE_DIM; c++) {
+            x[r * IEEE_DIM + c] = r < N_IEEE_VALUES && c == r % IEEE_DIM ? ieee_values[r] : ordinary[c];
+            dy[r * IEEE_DIM + c] = gradient[c] * (float)(1 + r % 5);
+        }
+    const float zero_row[IEEE_DIM] = {0.0f, -0.0f, 0.0f}, subnormal_row[IEEE_DIM] = {0x1p-149f, -0x1p-148f, 0.0f},
+                huge_row[IEEE_DIM] = {3e38f, -3e38f, 1e38f};
+    memcpy(x + N_IEEE_VALUES * IEEE_DIM, zero_row, sizeof zero_row);
+    memcpy(x + (N_IEEE_VALUES + 1) * IEEE_DIM, subnormal_row, sizeof subnormal_row);
+    memcpy(x + (N_IEEE_VALUES + 2) * IEEE_DIM, huge_row, sizeof huge_row);
+    dy[10 * IEEE_DIM + 1] = NAN;
+    dy[12 * IEEE_DIM + 2] = -INFINITY;
+}
+
+/* Whether got may stand for the reference's value want: the same NaN,
+ * infinity or (with zero_sign) signed zero; else within 1e-5 relative, or
+ * 1e-6 of the largest finite |value| of its block (`scale`: the row of a
+ * [rows, dim] output, the whole of a sum), which is all an element that
+ * cancels (dx of the dominant entry of a row) can be held to. The sign of a
+ * zero is a property of the element-wise outputs (SPEC.md 4.15-4.17's
+ * tables); a zero that a sum or a projection cancels to has the sign of the
+ * rounding errors, which zero_sign leaves out. */
+static int ieee_agrees(float got, float want, double scale, int zero_sign)
+{
+    if (isnan(want) || isnan(got))
+        return isnan(want) && isnan(got);
+    if (isinf(want) || isinf(got))
+        return to_bits(got) == to_bits(want);
+    if (want == 0 && got == 0)
+        return !zero_sign || to_bits(got) == to_bits(want);
+    return fabs((double)got - (double)want) <= 1e-5 * fabs((double)want) + 1e-6 * scale + 0x1p-146;
+}
+
+/* The largest finite |want[i]| over the block of element i. */
+static double block_scale(const float *want, int64_t count, int ndim, int64_t i)
+{
+    const int64_t first = ndim == 2 ? i / IEEE_DIM * IEEE_DIM : 0, n = ndim == 2 ? IEEE_DIM : count;
+    double scale = 0;
+    for (int64_t k = first; k < first + n; k++)
+        if (isfinite(want[k]))
+            scale = fmax(scale, fabs((double)want[k]));
+    return scale;
+}
+
+typedef struct {
+    const char *op;
+    const char *scalar_name; /* alpha or C (an input), else NULL */
+    const char *param_name;  /* eps or cap (a parameter), else NULL */
+    double values[6];
+    int n_values;
+    int has_dy, has_bias;
+} ieee_op;
+
+static const ieee_op ieee_ops[] = {
+    {"rmsnorm", NULL, "eps", {0, 1e-6}, 2, 0, 0},
+    {"rmsnorm_vjp", NULL, "eps", {0, 1e-6}, 2, 1, 0},
+    {"dyt", "alpha", NULL, {1, -0.5, 0, 3e4, 1e-3, 100}, 6, 0, 1},
+    {"dyt_vjp", "alpha", NULL, {1, -0.5, 0, 3e4, 1e-3, 100}, 6, 1, 0},
+    {"dyisru", "C", NULL, {0, 1, 1e-30, 1e30}, 4, 0, 1},
+    {"dyisru_vjp", "C", NULL, {0, 1, 1e-30, 1e30}, 4, 1, 0},
+    {"softcap", NULL, "cap", {1, 30, 1e-30, 1e30, 1e300, 0.01}, 6, 0, 0},
+    {"softcap_vjp", NULL, "cap", {1, 30, 1e-30, 1e30, 1e300, 0.01}, 6, 1, 0},
+    {"l2norm", NULL, "eps", {0, 1e-12, INFINITY}, 3, 0, 0},
+    {"l2norm_vjp", NULL, "eps", {0, 1e-12, INFINITY}, 3, 1, 0},
+};
+enum { N_IEEE_OPS = sizeof ieee_ops / sizeof ieee_ops[0] };
+
+/* One run of builtin:cpu under `isa` and of the reference on the same
+ * inputs; returns the number of disagreeing elements (the first logged). */
+static int ieee_compare(const ieee_op *o, const char *isa, int bf16, double value, int weighted, int convention)
+{
+    float x[IEEE_N], dy[IEEE_N];
+    ieee_inputs(x, dy);
+    const float weight[IEEE_DIM] = {1.5f, -0.5f, 2.0f}, bias[IEEE_DIM] = {0.0f, -0.25f, 1.0f};
+    const float scalar = (float)value;
+    uint16_t x16[IEEE_N], dy16[IEEE_N], weight16[IEEE_DIM], bias16[IEEE_DIM], scalar16;
+    for (int i = 0; i < IEEE_N; i++) {
+        x16[i] = lacs_cpu_f32_to_bf16(x[i]);
+        dy16[i] = lacs_cpu_f32_to_bf16(dy[i]);
+    }
+    for (int i = 0; i < IEEE_DIM; i++) {
+        weight16[i] = lacs_cpu_f32_to_bf16(weight[i]);
+        bias16[i] = lacs_cpu_f32_to_bf16(bias[i]);
+    }
+    scalar16 = lacs_cpu_f32_to_bf16(scalar);
+    const lacs_dtype dtype = bf16 ? LACS_BF16 : LACS_F32;
+    const int64_t shape[2] = {IEEE_ROWS, IEEE_DIM}, columns[1] = {IEEE_DIM}, one[1] = {1};
+    lacs_tensor in[5];
+    int n_in = 0;
+    in[n_in++] = (lacs_tensor){"x", dtype, 2, shape, bf16 ? (void *)x16 : (void *)x};
+    if (o->has_dy)
+        in[n_in++] = (lacs_tensor){"dy", dtype, 2, shape, bf16 ? (void *)dy16 : (void *)dy};
+    if (o->scalar_name)
+        in[n_in++] = (lacs_tensor){o->scalar_name, dtype, 1, one, bf16 ? (void *)&scalar16 : (void *)&scalar};
+    const int takes_weight = strncmp(o->op, "softcap", 7) != 0 && strncmp(o->op, "l2norm", 6) != 0;
+    if (weighted && takes_weight)
+        in[n_in++] = (lacs_tensor){"weight", dtype, 1, columns, bf16 ? (void *)weight16 : (void *)weight};
+    if (weighted && o->has_bias)
+        in[n_in++] = (lacs_tensor){"bias", dtype, 1, columns, bf16 ? (void *)bias16 : (void *)bias};
+    lacs_param params[2];
+    int n_params = 0;
+    if (o->param_name)
+        params[n_params++] = (lacs_param){o->param_name, value};
+    if (!strncmp(o->op, "l2norm", 6))
+        params[n_params++] = (lacs_param){"convention", convention};
+
+    lacs_output_shape shapes[LACS_OPS_MAX_OUTPUTS];
+    int n_out = 0;
+    cr_assert_eq(lacs_reference_output_shapes(o->op, in, n_in, shapes, &n_out), LACS_OK);
+    float got[LACS_OPS_MAX_OUTPUTS][IEEE_N], want[LACS_OPS_MAX_OUTPUTS][IEEE_N];
+    lacs_tensor out_got[LACS_OPS_MAX_OUTPUTS], out_want[LACS_OPS_MAX_OUTPUTS];
+    for (int s = 0; s < n_out; s++) {
+        memset(got[s], 0x55, sizeof got[s]);
+        out_got[s] = (lacs_tensor){shapes[s].name, LACS_F32, shapes[s].ndim, shapes[s].shape, got[s]};
+        out_want[s] = (lacs_tensor){shapes[s].name, LACS_F32, shapes[s].ndim, shapes[s].shape, want[s]};
+    }
+    const int rc_want = lacs_reference_run(o->op, in, n_in, params, n_params, out_want, n_out, 0);
+    setenv("LACS_ISA", isa, 1);
+    const int rc_got = lacs_cpu_run(o->op, in, n_in, params, n_params, out_got, n_out);
+    unsetenv("LACS_ISA");
+    cr_expect_eq(rc_got, rc_want, "%s (%s, %s, %s = %g): returned %d, the reference %d", o->op, isa,
+                 bf16 ? "bf16" : "fp32", o->scalar_name ? o->scalar_name : o->param_name, value, rc_got, rc_want);
+    if (rc_want != LACS_OK)
+        return rc_got != rc_want;
+    int mismatches = 0;
+    for (int s = 0; s < n_out; s++) {
+        int64_t count = 1;
+        for (int d = 0; d < shapes[s].ndim; d++)
+            count *= shapes[s].shape[d];
+        const int row_vjp = !strcmp(o->op, "rmsnorm_vjp") || !strcmp(o->op, "l2norm_vjp");
+        const int zero_sign = shapes[s].ndim == 2 && !row_vjp;
+        for (int64_t i = 0; i < count; i++)
+            if (!ieee_agrees(got[s][i], want[s][i], block_scale(want[s], count, shapes[s].ndim, i), zero_sign) &&
+                mismatches++ == 0)
+                cr_log_error("%s %s (%s, %s = %g, weight %d, convention %d): %s[%lld] = %a, reference %a (x row %a %a %a)",
+                             o->op, isa, bf16 ? "bf16" : "fp32", o->scalar_name ? o->scalar_name : o->param_name,
+                             value, weighted, convention, shapes[s].name, (long long)i, (double)got[s][i],
+                             (double)want[s][i], (double)x[(i / IEEE_DIM % IEEE_ROWS) * IEEE_DIM],
+                             (double)x[(i / IEEE_DIM % IEEE_ROWS) * IEEE_DIM + 1],
+                             (double)x[(i / IEEE_DIM % IEEE_ROWS) * IEEE_DIM + 2]);
+    }
+    return mismatches;
+}
+
+Test(cpu_norms_ieee, every_op_matches_the_reference_at_the_specials)
+{
+    int runs = 0, failed = 0;
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        for (int o = 0; o < N_IEEE_OPS; o++)
+            for (int v = 0; v < ieee_ops[o].n_values; v++)
+                for (int bf16 = 0; bf16 <= 1; bf16++)
+                    for (int weighted = 0; weighted <= 1; weighted++)
+                        for (int convention = 0; convention <= (strncmp(ieee_ops[o].op, "l2norm", 6) ? 0 : 1);
+                             convention++) {
+                            failed += ieee_compare(&ieee_ops[o], tables[t]->isa, bf16, ieee_ops[o].values[v],
+                                                   weighted, convention) != 0;
+                            runs++;
+                        }
+    }
+    cr_log_info("cpu_norms_ieee: %d runs, %d with a disagreement", runs, failed);
+    cr_expect_eq(failed, 0);
+}
+
+/* ---- cpu_norms_threads: the same bits for every LACS_THREADS ----
+ *
+ * norms.c splits the rows into blocks that depend on (rows, dim) only and
+ * adds the blocks' sums in block order, so every output, the sums dweight,
+ * dbias, dalpha, dC, dcap included, must be bit for bit the same whatever
+ * the number of threads. 700 x 97 (odd width, 5 blocks), every op, both
+ * tiers, every instruction set, threads 1, 2 and 5. */
+
+enum { THREAD_ROWS = 700, THREAD_DIM = 97, THREAD_N = THREAD_ROWS * THREAD_DIM };
+
+/* A deterministic value in [-2, 2) for element i of stream k. */
+static float pattern(uint64_t i, uint64_t k)
+{
+    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull + k * 0xBF58476D1CE4E5B9ull;
+    z ^= z >> 31;
+    z *= 0x94D049BB133111EBull;
+    z ^= z >> 29;
+    return (float)((double)(z >> 11) * 0x1p-53 * 4.0 - 2.0);
+}
+
+/* Runs `op` under `isa` with LACS_THREADS = threads; the outputs into out
+ * (each output's values one after the other). */
+static void run_with_threads(const char *op, const char *isa, int bf16, int threads, float *out)
+{
+    static float x[THREAD_N], dy[THREAD_N], weight[THREAD_DIM], bias[THREAD_DIM];
+    static uint16_t x16[THREAD_N], dy16[THREAD_N], weight16[THREAD_DIM], bias16[THREAD_DIM];
+    for (int i = 0; i < THREAD_N; i++) {
+        x[i] = pattern((uint64_t)i, 1) * 3.0f;
+        dy[i] = pattern((uint64_t)i, 2);
+        x16[i] = lacs_cpu_f32_to_bf16(x[i]);
+        dy16[i] = lacs_cpu_f32_to_bf16(dy[i]);
+    }
+    for (int i = 0; i < THREAD_DIM; i++) {
+        weight[i] = 1.0f + pattern((uint64_t)i, 3) / 4;
+        bias[i] = pattern((uint64_t)i, 4) / 8;
+        weight16[i] = lacs_cpu_f32_to_bf16(weight[i]);
+        bias16[i] = lacs_cpu_f32_to_bf16(bias[i]);
+    }
+    const float alpha = 0.8f, C = 0.5f;
+    const uint16_t alpha16 = lacs_cpu_f32_to_bf16(alpha), C16 = lacs_cpu_f32_to_bf16(C);
+    const lacs_dtype dtype = bf16 ? LACS_BF16 : LACS_F32;
+    const int64_t shape[2] = {THREAD_ROWS, THREAD_DIM}, columns[1] = {THREAD_DIM}, one[1] = {1};
+    const int vjp = strstr(op, "_vjp") != NULL;
+    const int affine = !strncmp(op, "dyt", 3) || !strncmp(op, "dyisru", 6), weighted = affine || !strncmp(op, "rmsnorm", 7);
+    lacs_tensor in[5];
+    int n_in = 0;
+    in[n_in++] = (lacs_tensor){"x", dtype, 2, shape, bf16 ? (void *)x16 : (void *)x};
+    if (vjp)
+        in[n_in++] = (lacs_tensor){"dy", dtype, 2, shape, bf16 ? (void *)dy16 : (void *)dy};
+    if (!strncmp(op, "dyt", 3))
+        in[n_in++] = (lacs_tensor){"alpha", dtype, 1, one, bf16 ? (void *)&alpha16 : (void *)&alpha};
+    if (!strncmp(op, "dyisru", 6))
+        in[n_in++] = (lacs_tensor){"C", dtype, 1, one, bf16 ? (void *)&C16 : (void *)&C};
+    if (weighted)
+        in[n_in++] = (lacs_tensor){"weight", dtype, 1, columns, bf16 ? (void *)weight16 : (void *)weight};
+    if (affine && !vjp)
+        in[n_in++] = (lacs_tensor){"bias", dtype, 1, columns, bf16 ? (void *)bias16 : (void *)bias};
+    const lacs_param params[1] = {{!strncmp(op, "softcap", 7) ? "cap" : "eps", !strncmp(op, "softcap", 7) ? 2.5 : 1e-6}};
+    const int n_params = !strncmp(op, "softcap", 7) || !strncmp(op, "rmsnorm", 7) || !strncmp(op, "l2norm", 6);
+    lacs_output_shape shapes[LACS_OPS_MAX_OUTPUTS];
+    int n_out = 0;
+    cr_assert_eq(lacs_reference_output_shapes(op, in, n_in, shapes, &n_out), LACS_OK);
+    lacs_tensor outputs[LACS_OPS_MAX_OUTPUTS];
+    float *cursor = out;
+    for (int s = 0; s < n_out; s++) {
+        int64_t count = 1;
+        for (int d = 0; d < shapes[s].ndim; d++)
+            count *= shapes[s].shape[d];
+        outputs[s] = (lacs_tensor){shapes[s].name, LACS_F32, shapes[s].ndim, shapes[s].shape, cursor};
+        cursor += count;
+    }
+    char threads_text[16];
+    snprintf(threads_text, sizeof threads_text, "%d", threads);
+    setenv("LACS_ISA", isa, 1);
+    setenv("LACS_THREADS", threads_text, 1);
+    const int rc = lacs_cpu_run(op, in, n_in, params, n_params, outputs, n_out);
+    unsetenv("LACS_ISA");
+    unsetenv("LACS_THREADS");
+    cr_assert_eq(rc, LACS_OK, "%s under %s: %s", op, isa, lacs_last_error());
+}
+
+Test(cpu_norms_threads, every_output_is_the_same_for_every_thread_count)
+{
+    static const char *const ops[] = {"rmsnorm", "rmsnorm_vjp", "dyt",    "dyt_vjp", "dyisru",
+                                      "dyisru_vjp", "softcap", "softcap_vjp", "l2norm", "l2norm_vjp"};
+    enum { CAPACITY = 2 * THREAD_N + 2 * THREAD_DIM + 1 };
+    static float first[CAPACITY], other[CAPACITY];
+    int compared = 0;
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+            for (int bf16 = 0; bf16 <= 1; bf16++) {
+                memset(first, 0, sizeof first);
+                run_with_threads(ops[o], tables[t]->isa, bf16, 1, first);
+                for (int threads = 2; threads <= 5; threads += 3) {
+                    memset(other, 0, sizeof other);
+                    run_with_threads(ops[o], tables[t]->isa, bf16, threads, other);
+                    cr_expect(memcmp(first, other, sizeof first) == 0, "%s under %s (%s): %d threads differ from 1",
+                              ops[o], tables[t]->isa, bf16 ? "bf16" : "fp32", threads);
+                    compared++;
+                }
+            }
+    }
+    cr_log_info("cpu_norms_threads: %d comparisons", compared);
+}
