@@ -68,6 +68,16 @@ static inline float lacs_cpu_round_bf16(float f) { return lacs_cpu_bf16_to_f32(l
 void lacs_cpu_round_bf16_rows(lacs_cpu_isa isa, int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out);
 void lacs_cpu_round_bf16_rows_avx512(int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out);
 
+/* Element i of a floating-point tensor, F32 or BF16, as fp32 (exact). */
+static inline float lacs_cpu_tensor_at(const lacs_tensor *t, int64_t i)
+{
+    if (t->dtype == LACS_BF16)
+        return lacs_cpu_bf16_to_f32(((const uint16_t *)t->data)[i]);
+    return ((const float *)t->data)[i];
+}
+/* Elements offset .. offset + n - 1 of such a tensor, as fp32, into out. */
+void lacs_cpu_tensor_row(const lacs_tensor *t, int64_t offset, int64_t n, float *out);
+
 /* ---- one call ---- */
 
 typedef struct {

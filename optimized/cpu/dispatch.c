@@ -242,6 +242,16 @@ int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t B, int64_t T, int64_t
     return T;
 }
 
+void lacs_cpu_tensor_row(const lacs_tensor *t, int64_t offset, int64_t n, float *out)
+{
+    if (t->dtype == LACS_BF16) {
+        const uint16_t *b = (const uint16_t *)t->data + offset;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = lacs_cpu_bf16_to_f32(b[i]);
+    } else if (n > 0)
+        memcpy(out, (const float *)t->data + offset, (size_t)n * sizeof *out);
+}
+
 size_t lacs_cpu_packed_bf16_size(int64_t k, int64_t n) { return (size_t)((k + 1) / 2) * 2 * (size_t)n; }
 
 void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, uint16_t *Bp)

@@ -33,19 +33,6 @@ typedef struct {
     double *L, *x;
 } mesa_workspace;
 
-static inline float input_at(const lacs_tensor *t, int64_t i)
-{
-    if (t->dtype == LACS_BF16)
-        return lacs_cpu_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    return ((const float *)t->data)[i];
-}
-
-static void input_row(const lacs_tensor *t, int64_t offset, int64_t n, float *out)
-{
-    for (int64_t i = 0; i < n; i++)
-        out[i] = input_at(t, offset + i);
-}
-
 /* x = (Hkk + diag(lambda))^{-1} q by Cholesky (L L^T) in double; returns -1, or
  * the pivot that is not positive. */
 static int64_t cholesky_solve(int64_t K, const float *Hkk, const float *lambda, const float *q, double *L,
@@ -95,20 +82,20 @@ static void run_sequence_head(void *context, int64_t item, int thread)
     int64_t start;
     const int64_t length = lacs_cpu_sequences(m->call, m->B, m->T, seq, &start);
     if (m->h0)
-        input_row(m->h0, (seq * m->HV + hv) * K * V, K * V, w->h);
+        lacs_cpu_tensor_row(m->h0, (seq * m->HV + hv) * K * V, K * V, w->h);
     else
         memset(w->h, 0, (size_t)(K * V) * sizeof *w->h);
     if (m->h0_kk)
-        input_row(m->h0_kk, (seq * m->HV + hv) * K * K, K * K, w->Hkk);
+        lacs_cpu_tensor_row(m->h0_kk, (seq * m->HV + hv) * K * K, K * K, w->Hkk);
     else
         memset(w->Hkk, 0, (size_t)(K * K) * sizeof *w->Hkk);
 
     for (int64_t t = start; t < start + length; t++) {
-        input_row(m->q, (t * m->H + h) * K, K, w->q);
-        input_row(m->k, (t * m->H + h) * K, K, w->k);
-        input_row(m->v, (t * m->HV + hv) * V, V, w->v);
-        const float gamma = m->g ? expf(input_at(m->g, t * m->HV + hv)) : 1.0f;
-        const float beta = m->beta ? input_at(m->beta, t * m->HV + hv) : 1.0f;
+        lacs_cpu_tensor_row(m->q, (t * m->H + h) * K, K, w->q);
+        lacs_cpu_tensor_row(m->k, (t * m->H + h) * K, K, w->k);
+        lacs_cpu_tensor_row(m->v, (t * m->HV + hv) * V, V, w->v);
+        const float gamma = m->g ? expf(lacs_cpu_tensor_at(m->g, t * m->HV + hv)) : 1.0f;
+        const float beta = m->beta ? lacs_cpu_tensor_at(m->beta, t * m->HV + hv) : 1.0f;
         for (int64_t c = 0; c < K; c++) {
             const float bk = beta * w->k[c];
             float *hrow = w->h + c * V, *Hrow = w->Hkk + c * K;
@@ -177,10 +164,10 @@ int lacs_cpu_mesa_net(const lacs_cpu_call *c)
                                   (long long)i, bad);
         }
     for (int64_t i = 0; m.beta && i < lacs_tensor_count(m.beta); i++)
-        if (!(input_at(m.beta, i) >= 0.0f)) {
+        if (!(lacs_cpu_tensor_at(m.beta, i) >= 0.0f)) {
             free(lambda);
             return lacs_cpu_error(LACS_ERR_PARAM, c->op, "beta[%lld] = %g must be >= 0: H_t must stay positive "
-                                  "semidefinite", (long long)i, (double)input_at(m.beta, i));
+                                  "semidefinite", (long long)i, (double)lacs_cpu_tensor_at(m.beta, i));
         }
 
     const int64_t items = m.n_seqs * m.HV;

@@ -67,34 +67,16 @@ typedef struct {
     lacs_tensor *o, *ht;
 } recurrent_op;
 
-/* Element i of a floating-point input, F32 or BF16, as fp32. */
-static inline float input_at(const lacs_tensor *t, int64_t i)
-{
-    if (t->dtype == LACS_BF16)
-        return lacs_cpu_bf16_to_f32(((const uint16_t *)t->data)[i]);
-    return ((const float *)t->data)[i];
-}
-
-static void input_row(const lacs_tensor *t, int64_t offset, int64_t n, float *out)
-{
-    if (t->dtype == LACS_BF16) {
-        const uint16_t *b = (const uint16_t *)t->data + offset;
-        for (int64_t i = 0; i < n; i++)
-            out[i] = lacs_cpu_bf16_to_f32(b[i]);
-    } else
-        memcpy(out, (const float *)t->data + offset, (size_t)n * sizeof *out);
-}
-
 /* The log decay of token t (flattened), value head hv, key channel c. */
 static inline float gate_at(const recurrent_op *r, int64_t t, int64_t hv, int64_t c)
 {
     switch (r->gate) {
     case GATE_CONSTANT:
-        return input_at(r->g, hv);
+        return lacs_cpu_tensor_at(r->g, hv);
     case GATE_SCALAR:
-        return input_at(r->g, t * r->HV + hv);
+        return lacs_cpu_tensor_at(r->g, t * r->HV + hv);
     case GATE_CHANNEL:
-        return input_at(r->g, (t * r->HV + hv) * r->K + c);
+        return lacs_cpu_tensor_at(r->g, (t * r->HV + hv) * r->K + c);
     case GATE_NONE:
         break;
     }
@@ -106,7 +88,7 @@ static float step_size(const recurrent_op *r, int64_t t, int64_t hv, const float
 {
     if (r->step == STEP_NONE)
         return 1.0f;
-    const float beta = input_at(r->beta, t * r->HV + hv);
+    const float beta = lacs_cpu_tensor_at(r->beta, t * r->HV + hv);
     if (r->step == STEP_BETA)
         return beta;
     float knorm2 = 0.0f;
@@ -251,9 +233,9 @@ static void load_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t 
     const int64_t Kg = r->gate == GATE_CHANNEL ? K : 1;
     for (int64_t i = 0; i < n; i++) {
         const int64_t t = t0 + i;
-        input_row(r->q, (t * r->H + h) * K, K, w->q + i * K);
-        input_row(r->k, (t * r->H + h) * K, K, w->k + i * K);
-        input_row(r->v, (t * r->HV + hv) * V, V, w->v + i * V);
+        lacs_cpu_tensor_row(r->q, (t * r->H + h) * K, K, w->q + i * K);
+        lacs_cpu_tensor_row(r->k, (t * r->H + h) * K, K, w->k + i * K);
+        lacs_cpu_tensor_row(r->v, (t * r->HV + hv) * V, V, w->v + i * V);
         w->b[i] = step_size(r, t, hv, w->k + i * K);
         /* G: inclusive fp32 sums from the chunk's start; Gr: the rows' (exclusive for Comba) */
         for (int64_t c = 0; c < Kg; c++) {
@@ -390,9 +372,9 @@ static void run_token(const recurrent_op *r, workspace *w, int64_t t, int64_t hv
 {
     const int64_t K = r->K, V = r->V, h = hv / (r->HV / r->H);
     float *S = w->S, *q = w->q, *k = w->k, *v = w->v, *u = w->u;
-    input_row(r->q, (t * r->H + h) * K, K, q);
-    input_row(r->k, (t * r->H + h) * K, K, k);
-    input_row(r->v, (t * r->HV + hv) * V, V, v);
+    lacs_cpu_tensor_row(r->q, (t * r->H + h) * K, K, q);
+    lacs_cpu_tensor_row(r->k, (t * r->H + h) * K, K, k);
+    lacs_cpu_tensor_row(r->v, (t * r->HV + hv) * V, V, v);
     const float b = step_size(r, t, hv, k);
     /* Comba reads the un-decayed state (H8 second form): the correction before the decay */
     if (r->step != STEP_NONE && r->comba) {
@@ -470,7 +452,7 @@ static void run_sequence_head(void *context, int64_t item, int thread)
     const int64_t length = lacs_cpu_sequences(r->call, r->B, r->T, seq, &start);
 
     if (r->h0)
-        input_row(r->h0, (seq * r->HV + hv) * KV, KV, w->S);
+        lacs_cpu_tensor_row(r->h0, (seq * r->HV + hv) * KV, KV, w->S);
     else
         memset(w->S, 0, (size_t)KV * sizeof *w->S);
 
@@ -533,7 +515,7 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
         if (r.ht) { /* no token: the state is h0 (or zeros) */
             const int64_t n = lacs_tensor_count(r.ht);
             for (int64_t i = 0; i < n; i++)
-                ((float *)r.ht->data)[i] = r.h0 ? input_at(r.h0, i) : 0.0f;
+                ((float *)r.ht->data)[i] = r.h0 ? lacs_cpu_tensor_at(r.h0, i) : 0.0f;
         }
         return LACS_OK;
     }
