@@ -6,6 +6,7 @@
  * family files share (inputs by name, bf16 packing), and lacs_cpu_run.
  */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -290,6 +291,36 @@ int lacs_cpu_environment_check(void)
     return rc != LACS_OK ? rc : check_threads_env();
 }
 
+/* The recurrent family and mesa_net: the checks lacs_reference_output_shapes
+ * leaves to the ops (H >= 1, HV a multiple of H, the cu_seqlens table, a
+ * finite scale), by the reference's own lacs_internal_validate. The names
+ * were checked already, so every input is allowed here; the validator only
+ * asks whether each is given. (attention.c makes the same call with its
+ * ops' required inputs.) */
+static int validate_sequence_call(const lacs_cpu_call *c)
+{
+    const lacs_tensor *q = lacs_cpu_input(c, "q"), *v = lacs_cpu_input(c, "v");
+    const lacs_tensor *cu = lacs_cpu_input(c, "cu_seqlens");
+    static const double present = 0;
+    const lacs_dims dims = {.B = q->shape[0], .T = q->shape[1], .H = q->shape[2], .HV = v->shape[2],
+                            .K = q->shape[3], .V = v->shape[3], .cu_seqlens = cu ? cu->data : NULL,
+                            .N = cu ? cu->shape[0] - 1 : 0};
+    const double scale = lacs_cpu_param(c, "scale", q->shape[3] > 0 ? 1.0 / sqrt((double)q->shape[3]) : 1.0);
+    const lacs_inputs presence = {
+        .q = &present, .k = &present, .v = &present,
+        .beta = lacs_cpu_input(c, "beta") ? &present : NULL,
+        .g = lacs_cpu_input(c, "g") ? &present : NULL,
+        .gk = lacs_cpu_input(c, "gk") ? &present : NULL,
+        .g_gamma = lacs_cpu_input(c, "g_gamma") ? &present : NULL,
+        .h0 = lacs_cpu_input(c, "h0") ? &present : NULL,
+        .lambda = lacs_cpu_input(c, "lambda") ? &present : NULL,
+        .h0_kk = lacs_cpu_input(c, "h0_kk") ? &present : NULL,
+        .scale = scale};
+    const unsigned every_input = LACS_READS_BETA | LACS_READS_G | LACS_READS_GK | LACS_READS_G_GAMMA |
+                                 LACS_READS_H0 | LACS_READS_W | LACS_READS_LAMBDA | LACS_READS_H0_KK;
+    return lacs_internal_validate(c->op, &dims, &presence, 0, every_input);
+}
+
 /* ---- the call ---- */
 
 int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,
@@ -351,9 +382,9 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
 
     switch (info->family) {
     case LACS_FAMILY_RECURRENT:
-        return lacs_cpu_recurrent(&c);
+        return (rc = validate_sequence_call(&c)) != LACS_OK ? rc : lacs_cpu_recurrent(&c);
     case LACS_FAMILY_MESA:
-        return lacs_cpu_mesa_net(&c);
+        return (rc = validate_sequence_call(&c)) != LACS_OK ? rc : lacs_cpu_mesa_net(&c);
     case LACS_FAMILY_ATTENTION:
         return lacs_cpu_attention(&c);
     case LACS_FAMILY_NORM:
