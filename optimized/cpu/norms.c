@@ -1,4 +1,4 @@
-/* builtin:cpu, the norm family (SPEC.md 12.x): rmsnorm (N2), dyt (N1), dyisru
+/* builtin:cpu, the norm family (SPEC.md 12): rmsnorm (N2), dyt (N1), dyisru
  * (N5), softcap (N6), l2norm (SPEC.md 3) and their VJPs (SPEC.md 4.18).
  *
  * Read top to bottom: the kernel table of the chosen instruction set, the
@@ -13,7 +13,6 @@
  * So every output is the same bit for bit whatever LACS_THREADS is (for one
  * instruction set).
  */
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,9 +95,10 @@ static int check_parameter(const lacs_cpu_call *c, double value, int convention)
 /* ---- blocks of rows ---- */
 
 /* A block holds at least LACS_NORM_BLOCK_ELEMENTS elements (whole rows), so
- * that a block's work (about 10 us) dwarfs handing it to a thread, and there
- * are at most LACS_NORM_MAX_BLOCKS blocks, so that the per-block column sums
- * (dweight, dbias: blocks x dim doubles) stay small next to the input. */
+ * that a block's work (a few microseconds) dwarfs handing it to a thread,
+ * and there are at most LACS_NORM_MAX_BLOCKS blocks, so that the per-block
+ * column sums (dweight, dbias: blocks x dim doubles) stay small next to the
+ * input; 64 blocks keep up to 16 threads busy. */
 #define LACS_NORM_BLOCK_ELEMENTS 16384
 #define LACS_NORM_MAX_BLOCKS 64
 /* Outputs from this size up bypass the caches (half the 32 MiB L3 of the
@@ -465,8 +465,8 @@ int lacs_cpu_norm(const lacs_cpu_call *c)
     const int is_softcap = strncmp(c->op, "softcap", 7) == 0;
     /* the reference's shape check; softcap takes the rows * dim elements flat */
     if (!is_softcap && dim < 1)
-        return lacs_cpu_error(LACS_ERR_SHAPE, c->op, "rows = %lld must be >= 0 and dim = %lld >= 1",
-                              (long long)rows, (long long)dim);
+        return lacs_cpu_error(LACS_ERR_SHAPE, c->op, "rows = %lld must be >= 0 and dim = %lld >= 1", (long long)rows,
+                              (long long)dim);
     const lacs_cpu_norm_kernels *k = kernels_for(c->isa);
     if (!strncmp(c->op, "rmsnorm", 7) || !strncmp(c->op, "l2norm", 6))
         return run_rows(c, k, rows, dim);

@@ -1,4 +1,4 @@
-/* builtin:cpu, the norm family's kernels (SPEC.md 12.x): one table of
+/* builtin:cpu, the norm family's kernels (SPEC.md 12): one table of
  * function pointers per instruction set. norms.c validates a call, splits it
  * into blocks of rows, runs the blocks on threads and reduces the per-block
  * sums; the kernels here do the arithmetic of one block or one row.
@@ -29,15 +29,15 @@ typedef struct {
     const void *x, *dy;
     int bf16;
     int64_t rows, dim;
-    double param;         /* alpha (DyT), C (DyISRU) or cap (softcap) */
-    const float *weight;  /* [dim]; not read by softcap */
-    const float *bias;    /* [dim]; read by the forward DyT and DyISRU only */
-    float *out;           /* y or dx, [rows, dim] */
-    double *sum_weight;   /* [dim] or NULL: += sum over the block's rows of dy * f(x) (dweight) */
-    double *sum_bias;     /* [dim] or NULL: += sum over the block's rows of dy (dbias) */
-    double sum_param;     /* VJPs: set to the block's sum of dalpha, dC or dcap terms */
-    int stream;           /* forward ops: out may be written with non-temporal stores (norms.c sets it
-                             when out is larger than the caches; the kernel ends with a store fence) */
+    double param;        /* alpha (DyT), C (DyISRU) or cap (softcap) */
+    const float *weight; /* [dim]; not read by softcap */
+    const float *bias;   /* [dim]; read by the forward DyT and DyISRU only */
+    float *out;          /* y or dx, [rows, dim] */
+    double *sum_weight;  /* [dim] or NULL: += sum over the block's rows of dy * f(x) (dweight) */
+    double *sum_bias;    /* [dim] or NULL: += sum over the block's rows of dy (dbias) */
+    double sum_param;    /* VJPs: set to the block's sum of dalpha, dC or dcap terms */
+    int stream;          /* forward ops: out may be written with non-temporal stores (norms.c sets it
+                            when out is larger than the caches; the kernel ends with a store fence) */
 } lacs_cpu_norm_block;
 
 typedef struct {
@@ -73,8 +73,8 @@ typedef struct {
     void (*scale)(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y);
     /* dx_i = (weight_i dy_i - x_i along) inv, rounded once to fp32; when
      * sum_dy_y is not NULL, sum_dy_y[i] += dy_i (x_i inv) (rmsnorm's dweight). */
-    void (*project)(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
-                    double inv, float *dx, double *sum_dy_y);
+    void (*project)(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along, double inv,
+                    float *dx, double *sum_dy_y);
 } lacs_cpu_norm_kernels;
 
 /* ---- the approximations the instruction sets share ----
@@ -89,9 +89,8 @@ typedef struct {
  * half an ulp of a, so subnormal and tiny arguments come back as
  * themselves, -0 as -0. */
 #define LACS_TANH_SPLIT 0.625
-static const double lacs_tanh_poly[6] = {-0.333333306712076,     0.13333201322789188,
-                                         -0.053946218262827259, 0.021697930078653842,
-                                         -0.0081709768377938172, 0.0021374219740641252};
+static const double lacs_tanh_poly[6] = {-0.333333306712076,   0.13333201322789188,    -0.053946218262827259,
+                                         0.021697930078653842, -0.0081709768377938172, 0.0021374219740641252};
 
 /* exp(r) = 1 + r + r^2 Q(r) for |r| <= ln(2)/2: relative error of the fit
  * 3.1e-9 (2^-28.3). exp(v) = 2^n exp(r) with n = round(v / ln 2) and
@@ -106,10 +105,9 @@ static const double lacs_exp_poly[5] = {0.49999993451472626, 0.16666520687563107
 /* softcap's d/dcap term h(u) = tanh(u) - u sech^2(u) = u^3 R(u^2) for |u| < 1,
  * where the difference cancels (h ~ (2/3) u^3): relative error of the fit
  * 4.4e-9 (2^-27.8). */
-static const double lacs_softcap_dcap_poly[9] = {0.66666666370614728,   -0.53333286823901608, 0.32379726672117014,
-                                                 -0.17482926465348735,  0.087962991474683266, -0.041060188018364164,
-                                                 0.016536640590649055,  -0.0048472002524735348,
-                                                 0.00072577452933311272};
+static const double lacs_softcap_dcap_poly[9] = {0.66666666370614728,  -0.53333286823901608,   0.32379726672117014,
+                                                 -0.17482926465348735, 0.087962991474683266,   -0.041060188018364164,
+                                                 0.016536640590649055, -0.0048472002524735348, 0.00072577452933311272};
 
 extern const lacs_cpu_norm_kernels lacs_cpu_norm_kernels_scalar;
 extern const lacs_cpu_norm_kernels lacs_cpu_norm_kernels_avx2;

@@ -80,10 +80,10 @@ static inline void add_products_to_columns(double *sum, __m256 a, __m256 b, int6
 static inline __m256d add_triple_products(__m256d acc, __m256 a, __m256 b, __m256 c, int64_t count)
 {
     const __m256i m = lanes8(count);
-    const __m256d p_lo = _mm256_mul_pd(_mm256_mul_pd(low_half_as_double(a), low_half_as_double(b)),
-                                       low_half_as_double(c));
-    const __m256d p_hi = _mm256_mul_pd(_mm256_mul_pd(high_half_as_double(a), high_half_as_double(b)),
-                                       high_half_as_double(c));
+    const __m256d p_lo =
+        _mm256_mul_pd(_mm256_mul_pd(low_half_as_double(a), low_half_as_double(b)), low_half_as_double(c));
+    const __m256d p_hi =
+        _mm256_mul_pd(_mm256_mul_pd(high_half_as_double(a), high_half_as_double(b)), high_half_as_double(c));
     acc = _mm256_add_pd(acc, _mm256_and_pd(p_lo, _mm256_castsi256_pd(low_mask64(m))));
     return _mm256_add_pd(acc, _mm256_and_pd(p_hi, _mm256_castsi256_pd(high_mask64(m))));
 }
@@ -178,7 +178,9 @@ static inline __m256 tanh_core8(__m256 u)
     const __m256 capped = _mm256_min_ps(_mm256_set1_ps(9.5f), a);
     __m256 n;
     const __m256 p = exp_reduced(_mm256_add_ps(capped, capped), &n);
-    const __m256 power = scale_by_power_of_two(_mm256_set1_ps(1.0f), n);
+    /* 2^n for n in [0, 28] (|u| <= 9.5): a normal power of two, built from its bits */
+    const __m256 power =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
     const __m256 E = _mm256_fmadd_ps(power, p, _mm256_sub_ps(power, _mm256_set1_ps(1.0f)));
     return copy_sign(_mm256_div_ps(E, _mm256_add_ps(E, _mm256_set1_ps(2.0f))), u);
 }
@@ -207,8 +209,7 @@ static inline __m256 sech2_scaled(__m256 p, __m256 n, __m256 a)
     const __m256 reciprocal = reciprocal8(dd);
     const __m256 four_m = _mm256_mul_ps(four, m);
     const __m256 q = _mm256_mul_ps(four_m, reciprocal);
-    const __m256 remainder =
-        _mm256_fnmadd_ps(q, dd_lo, _mm256_fmadd_ps(four, m_err, _mm256_fnmadd_ps(q, dd, four_m)));
+    const __m256 remainder = _mm256_fnmadd_ps(q, dd_lo, _mm256_fmadd_ps(four, m_err, _mm256_fnmadd_ps(q, dd, four_m)));
     const __m256 scaled = _mm256_fmadd_ps(remainder, reciprocal, q);
     const __m256 zero_in_double = _mm256_cmp_ps(a, _mm256_set1_ps(SECH2_POSITIVE_IN_DOUBLE), _CMP_GT_OQ);
     return _mm256_andnot_ps(zero_in_double, scaled);
@@ -252,12 +253,12 @@ static inline __m256 scaled_product(__m256 a, __m256 b, __m256 c, __m256 s, __m2
 }
 
 /* acc += a b c s 2^n in double, for the first `count` lanes. */
-static inline __m256d add_scaled_products(__m256d acc, __m256 a, __m256 b, __m256 c, __m256 s, __m256 n,
-                                          int64_t count)
+static inline __m256d add_scaled_products(__m256d acc, __m256 a, __m256 b, __m256 c, __m256 s, __m256 n, int64_t count)
 {
     const __m256i m = lanes8(count);
     acc = _mm256_add_pd(acc, _mm256_and_pd(scaled_product_half(a, b, c, s, n, 0), _mm256_castsi256_pd(low_mask64(m))));
-    return _mm256_add_pd(acc, _mm256_and_pd(scaled_product_half(a, b, c, s, n, 1), _mm256_castsi256_pd(high_mask64(m))));
+    return _mm256_add_pd(acc,
+                         _mm256_and_pd(scaled_product_half(a, b, c, s, n, 1), _mm256_castsi256_pd(high_mask64(m))));
 }
 
 static void tanh_avx2(const float *x, float *y, int64_t n)
@@ -499,22 +500,30 @@ static void softcap_vjp_avx2(lacs_cpu_norm_block *b)
 
 typedef enum { FORWARD_DYT, FORWARD_DYISRU, FORWARD_SOFTCAP } forward_op;
 
+/* What a forward walk reads, copied out of the block so that the compiler
+ * keeps it in registers (norms_avx512.c, forward_operands). */
+typedef struct {
+    const void *x;
+    const float *weight, *bias;
+    __m256 parameter, C;
+    int fast;
+} forward_operands;
+
 /* out for the `count` lanes of x at element e, column c (op and bf16 are
  * constants where this is inlined). */
-static inline __attribute__((always_inline)) __m256 forward_lanes(const lacs_cpu_norm_block *b, forward_op op,
-                                                                  int bf16, int fast, __m256 parameter, int64_t e,
-                                                                  int64_t c, int64_t count)
+static inline __attribute__((always_inline)) __m256 forward_lanes(const forward_operands *o, forward_op op, int bf16,
+                                                                  int64_t e, int64_t c, int64_t count)
 {
-    const __m256 x = load8(b->x, bf16, e, count);
-    prefetch_ahead(b->x, e * (bf16 ? 2 : 4));
+    const __m256 x = load8(o->x, bf16, e, count);
+    prefetch_ahead(o->x, e * (bf16 ? 2 : 4));
     if (op == FORWARD_SOFTCAP)
-        return softcap_lanes(x, parameter);
-    const __m256 w = load8_f32(b->weight + c, count), bias = load8_f32(b->bias + c, count);
+        return softcap_lanes(x, o->parameter);
+    const __m256 w = load8_f32(o->weight + c, count), bias = load8_f32(o->bias + c, count);
     if (op == FORWARD_DYT)
-        return dyt_lanes(x, w, bias, parameter);
-    if (fast && _mm256_movemask_ps(_mm256_cmp_ps(abs8(x), _mm256_set1_ps(0x1p60f), _CMP_LE_OQ)) == 0xff)
-        return dyisru_lanes_fast(x, w, bias, _mm256_set1_ps((float)b->param));
-    return dyisru_lanes(x, w, bias, parameter);
+        return dyt_lanes(x, w, bias, o->parameter);
+    if (o->fast && _mm256_movemask_ps(_mm256_cmp_ps(abs8(x), _mm256_set1_ps(0x1p60f), _CMP_LE_OQ)) == 0xff)
+        return dyisru_lanes_fast(x, w, bias, o->C);
+    return dyisru_lanes(x, w, bias, o->parameter);
 }
 
 /* Each row (softcap: the block as one row) in vectors of 8; with b->stream
@@ -522,27 +531,35 @@ static inline __attribute__((always_inline)) __m256 forward_lanes(const lacs_cpu
  * non-temporal stores after a masked head (norms_avx512.c, forward_rows). */
 static inline __attribute__((always_inline)) void forward_rows(lacs_cpu_norm_block *b, forward_op op, int bf16)
 {
-    const __m256 parameter = _mm256_set1_ps(op == FORWARD_DYISRU ? (float)sqrt(b->param) : (float)b->param);
-    const int fast = op == FORWARD_DYISRU && dyisru_fast_C(b->param);
+    const forward_operands o = {
+        .x = b->x,
+        .weight = b->weight,
+        .bias = b->bias,
+        .parameter = _mm256_set1_ps(op == FORWARD_DYISRU ? (float)sqrt(b->param) : (float)b->param),
+        .C = _mm256_set1_ps((float)b->param),
+        .fast = op == FORWARD_DYISRU && dyisru_fast_C(b->param),
+    };
     const int64_t rows = op == FORWARD_SOFTCAP ? 1 : b->rows, dim = op == FORWARD_SOFTCAP ? b->rows * b->dim : b->dim;
+    float *const out_base = b->out;
+    const int stream = b->stream;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t row = r * dim;
-        float *out = b->out + row;
+        float *out = out_base + row;
         int64_t c = 0;
-        if (b->stream) {
+        if (stream) {
             const int64_t past_boundary = (int64_t)(((uintptr_t)out & 31) / sizeof(float));
             const int64_t head = past_boundary ? (8 - past_boundary < dim ? 8 - past_boundary : dim) : 0;
             if (head > 0) {
-                store8(out, forward_lanes(b, op, bf16, fast, parameter, row, 0, head), head);
+                store8(out, forward_lanes(&o, op, bf16, row, 0, head), head);
                 c = head;
             }
             for (; c + 8 <= dim; c += 8)
-                _mm256_stream_ps(out + c, forward_lanes(b, op, bf16, fast, parameter, row + c, c, 8));
+                _mm256_stream_ps(out + c, forward_lanes(&o, op, bf16, row + c, c, 8));
         }
         for (; c < dim; c += 8)
-            store8(out + c, forward_lanes(b, op, bf16, fast, parameter, row + c, c, dim - c), dim - c);
+            store8(out + c, forward_lanes(&o, op, bf16, row + c, c, dim - c), dim - c);
     }
-    if (b->stream)
+    if (stream)
         _mm_sfence();
 }
 

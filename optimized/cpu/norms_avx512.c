@@ -65,10 +65,10 @@ static inline void add_products_to_columns(double *sum, __m512 a, __m512 b, __mm
 static inline __m512d add_triple_products(__m512d acc, __m512 a, __m512 b, __m512 c, __mmask16 m)
 {
     const __mmask8 lo = (__mmask8)(m & 0xff), hi = (__mmask8)(m >> 8);
-    const __m512d p_lo = _mm512_mul_pd(_mm512_mul_pd(low_half_as_double(a), low_half_as_double(b)),
-                                       low_half_as_double(c));
-    const __m512d p_hi = _mm512_mul_pd(_mm512_mul_pd(high_half_as_double(a), high_half_as_double(b)),
-                                       high_half_as_double(c));
+    const __m512d p_lo =
+        _mm512_mul_pd(_mm512_mul_pd(low_half_as_double(a), low_half_as_double(b)), low_half_as_double(c));
+    const __m512d p_hi =
+        _mm512_mul_pd(_mm512_mul_pd(high_half_as_double(a), high_half_as_double(b)), high_half_as_double(c));
     acc = _mm512_mask_add_pd(acc, lo, acc, p_lo);
     return _mm512_mask_add_pd(acc, hi, acc, p_hi);
 }
@@ -97,10 +97,11 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const void *p, 
 /* ---- exp, tanh, sech^2 ---- */
 
 /* exp(v) = 2^n (1 + p), p = exp(r) - 1 = r + r^2 Q(r) in [-0.30, 0.42]
- * (norms.h): returns p and sets n. Callers form 1 + p (and, where they need
- * it, its rounding error (1 - (1 + p)) + p, exact by Fast2Sum) and scale by
- * 2^n with _mm512_scalef_ps, which rounds once into the subnormals (and to 0
- * below them). NaN v gives NaN. */
+ * (norms.h), for v in [-745.2, 19] (|n| <= 1075: n LN2_HI is exact): returns
+ * p and sets n. Callers form 1 + p (and, where they need it, its rounding
+ * error (1 - (1 + p)) + p, exact by Fast2Sum) and scale by 2^n with
+ * _mm512_scalef_ps, which rounds once into the subnormals (and to 0 below
+ * them). NaN v gives NaN. */
 static inline __m512 exp_reduced(__m512 v, __m512 *n)
 {
     *n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps((float)LACS_LOG2E)),
@@ -175,11 +176,9 @@ static inline __m512 sech2_scaled(__m512 p, __m512 n, __m512 a)
     const __m512 reciprocal = _mm512_rcp14_ps(dd);
     const __m512 four_m = _mm512_mul_ps(four, m);
     const __m512 q = _mm512_mul_ps(four_m, reciprocal);
-    const __m512 remainder =
-        _mm512_fnmadd_ps(q, dd_lo, _mm512_fmadd_ps(four, m_err, _mm512_fnmadd_ps(q, dd, four_m)));
+    const __m512 remainder = _mm512_fnmadd_ps(q, dd_lo, _mm512_fmadd_ps(four, m_err, _mm512_fnmadd_ps(q, dd, four_m)));
     const __m512 scaled = _mm512_fmadd_ps(remainder, reciprocal, q);
-    const __mmask16 zero_in_double =
-        _mm512_cmp_ps_mask(a, _mm512_set1_ps(SECH2_POSITIVE_IN_DOUBLE), _CMP_GT_OQ);
+    const __mmask16 zero_in_double = _mm512_cmp_ps_mask(a, _mm512_set1_ps(SECH2_POSITIVE_IN_DOUBLE), _CMP_GT_OQ);
     return _mm512_mask_mov_ps(scaled, zero_in_double, _mm512_setzero_ps());
 }
 
@@ -213,8 +212,7 @@ static inline __m512 scaled_product(__m512 a, __m512 b, __m512 c, __m512 s, __m5
 }
 
 /* acc += a b c s 2^n in double, for the lanes of m. */
-static inline __m512d add_scaled_products(__m512d acc, __m512 a, __m512 b, __m512 c, __m512 s, __m512 n,
-                                          __mmask16 m)
+static inline __m512d add_scaled_products(__m512d acc, __m512 a, __m512 b, __m512 c, __m512 s, __m512 n, __mmask16 m)
 {
     acc = _mm512_mask_add_pd(acc, (__mmask8)(m & 0xff), acc, scaled_product_half(a, b, c, s, n, 0));
     return _mm512_mask_add_pd(acc, (__mmask8)(m >> 8), acc, scaled_product_half(a, b, c, s, n, 1));
@@ -257,9 +255,9 @@ static inline __m512 dyt_lanes(__m512 x, __m512 w, __m512 bias, __m512 alpha)
 /* The VJPs' row loops are written once with the input type as a parameter
  * and called with a constant, so that the compiler makes one loop per type.
  * DyT's: dx = dy w alpha sech^2 formed in double and rounded once
- * (scaled_product); dalpha's term dy w x sech^2 with x sech^2 = 0 where
- * sech^2 = 0 (the limit at x = +-inf, SPEC.md 4.18; dy w times it is still
- * NaN for a NaN or infinite dy w, as in the reference). */
+ * (scaled_product); dalpha's term dy w (x sech^2) with x sech^2 = 0 where
+ * sech^2 = 0 (the limit at x = +-inf, SPEC.md 4.18; dy w 0 is still NaN for
+ * a NaN or infinite dy w, as in the reference). */
 static inline __attribute__((always_inline)) void dyt_vjp_rows(lacs_cpu_norm_block *b, int bf16)
 {
     const __m512 alpha = _mm512_set1_ps((float)b->param);
@@ -384,11 +382,12 @@ static inline void isru_gradients_half(__m512 g, __m512 w, __m512 x, __m512 s, _
     const __m512d p32 = _mm512_mul_pd(p, _mm512_sqrt_pd(p));
     const __m512d dfdx_numerator = _mm512_mask_blend_pd(ge, one, _mm512_mul_pd(t, t));
     *dx = _mm512_div_pd(_mm512_mul_pd(gw, dfdx_numerator), _mm512_mul_pd(larger, p32));
-    const __m512d sign_x = _mm512_castsi512_pd(
-        _mm512_or_si512(_mm512_castpd_si512(half), _mm512_and_si512(_mm512_castpd_si512(xd),
-                                                                    _mm512_set1_epi64((long long)0x8000000000000000ull))));
+    const __m512d sign_x = _mm512_castsi512_pd(_mm512_or_si512(
+        _mm512_castpd_si512(half),
+        _mm512_and_si512(_mm512_castpd_si512(xd), _mm512_set1_epi64((long long)0x8000000000000000ull))));
     const __m512d dC_numerator = _mm512_mask_blend_pd(ge, _mm512_mul_pd(half, xd), sign_x);
-    const __m512d dC_denominator = _mm512_mul_pd(_mm512_mask_blend_pd(ge, _mm512_mul_pd(sd, Cd), _mm512_mul_pd(a, a)), p32);
+    const __m512d dC_denominator =
+        _mm512_mul_pd(_mm512_mask_blend_pd(ge, _mm512_mul_pd(sd, Cd), _mm512_mul_pd(a, a)), p32);
     *minus_dC_term = _mm512_div_pd(_mm512_mul_pd(gw, dC_numerator), dC_denominator);
 }
 
@@ -495,22 +494,31 @@ static void softcap_vjp_avx512(lacs_cpu_norm_block *b)
 
 typedef enum { FORWARD_DYT, FORWARD_DYISRU, FORWARD_SOFTCAP } forward_op;
 
+/* What a forward walk reads, copied out of the block so that the compiler
+ * keeps it in registers (a store through __m512 may alias anything,
+ * *b included, so fields of *b would be reloaded after every store). */
+typedef struct {
+    const void *x;
+    const float *weight, *bias;
+    __m512 parameter, C;
+    int fast;
+} forward_operands;
+
 /* out[e] for the lanes m of x at element e, column c (op and bf16 are
  * constants where this is inlined, so each caller gets its own loop). */
-static inline __attribute__((always_inline)) __m512 forward_lanes(const lacs_cpu_norm_block *b, forward_op op,
-                                                                  int bf16, int fast, __m512 parameter, int64_t e,
-                                                                  int64_t c, __mmask16 m)
+static inline __attribute__((always_inline)) __m512 forward_lanes(const forward_operands *o, forward_op op, int bf16,
+                                                                  int64_t e, int64_t c, __mmask16 m)
 {
-    const __m512 x = load16(b->x, bf16, e, m);
-    prefetch_ahead(b->x, e * (bf16 ? 2 : 4));
+    const __m512 x = load16(o->x, bf16, e, m);
+    prefetch_ahead(o->x, e * (bf16 ? 2 : 4));
     if (op == FORWARD_SOFTCAP)
-        return softcap_lanes(x, parameter);
-    const __m512 w = _mm512_maskz_loadu_ps(m, b->weight + c), bias = _mm512_maskz_loadu_ps(m, b->bias + c);
+        return softcap_lanes(x, o->parameter);
+    const __m512 w = _mm512_maskz_loadu_ps(m, o->weight + c), bias = _mm512_maskz_loadu_ps(m, o->bias + c);
     if (op == FORWARD_DYT)
-        return dyt_lanes(x, w, bias, parameter);
-    if (fast && _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(0x1p60f), _CMP_LE_OQ) == 0xffff)
-        return dyisru_lanes_fast(x, w, bias, _mm512_set1_ps((float)b->param));
-    return dyisru_lanes(x, w, bias, parameter);
+        return dyt_lanes(x, w, bias, o->parameter);
+    if (o->fast && _mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(0x1p60f), _CMP_LE_OQ) == 0xffff)
+        return dyisru_lanes_fast(x, w, bias, o->C);
+    return dyisru_lanes(x, w, bias, o->parameter);
 }
 
 /* Each row (softcap: the whole block as one row) in vectors of 16. With
@@ -520,30 +528,38 @@ static inline __attribute__((always_inline)) __m512 forward_lanes(const lacs_cpu
  * line boundary; the rest with masked ordinary stores. */
 static inline __attribute__((always_inline)) void forward_rows(lacs_cpu_norm_block *b, forward_op op, int bf16)
 {
-    const __m512 parameter = _mm512_set1_ps(op == FORWARD_DYISRU ? (float)sqrt(b->param) : (float)b->param);
-    const int fast = op == FORWARD_DYISRU && dyisru_fast_C(b->param);
+    const forward_operands o = {
+        .x = b->x,
+        .weight = b->weight,
+        .bias = b->bias,
+        .parameter = _mm512_set1_ps(op == FORWARD_DYISRU ? (float)sqrt(b->param) : (float)b->param),
+        .C = _mm512_set1_ps((float)b->param),
+        .fast = op == FORWARD_DYISRU && dyisru_fast_C(b->param),
+    };
     const int64_t rows = op == FORWARD_SOFTCAP ? 1 : b->rows, dim = op == FORWARD_SOFTCAP ? b->rows * b->dim : b->dim;
+    float *const out_base = b->out;
+    const int stream = b->stream;
     for (int64_t r = 0; r < rows; r++) {
         const int64_t row = r * dim;
-        float *out = b->out + row;
+        float *out = out_base + row;
         int64_t c = 0;
-        if (b->stream) {
+        if (stream) {
             const int64_t past_line = (int64_t)(((uintptr_t)out & 63) / sizeof(float));
             const int64_t head = past_line ? (16 - past_line < dim ? 16 - past_line : dim) : 0;
             if (head > 0) {
                 const __mmask16 m = lanes16(head);
-                _mm512_mask_storeu_ps(out, m, forward_lanes(b, op, bf16, fast, parameter, row, 0, m));
+                _mm512_mask_storeu_ps(out, m, forward_lanes(&o, op, bf16, row, 0, m));
                 c = head;
             }
             for (; c + 16 <= dim; c += 16)
-                _mm512_stream_ps(out + c, forward_lanes(b, op, bf16, fast, parameter, row + c, c, 0xffff));
+                _mm512_stream_ps(out + c, forward_lanes(&o, op, bf16, row + c, c, 0xffff));
         }
         for (; c < dim; c += 16) {
             const __mmask16 m = lanes16(dim - c);
-            _mm512_mask_storeu_ps(out + c, m, forward_lanes(b, op, bf16, fast, parameter, row + c, c, m));
+            _mm512_mask_storeu_ps(out + c, m, forward_lanes(&o, op, bf16, row + c, c, m));
         }
     }
-    if (b->stream)
+    if (stream)
         _mm_sfence();
 }
 
@@ -628,13 +644,15 @@ static void project_avx512(const void *x, const void *dy, int bf16, int64_t n, c
         const __m512d dx_lo = _mm512_mul_pd(_mm512_fnmadd_pd(x_lo, along_v, wg_lo), inv_v);
         const __m512d dx_hi = _mm512_mul_pd(_mm512_fnmadd_pd(x_hi, along_v, wg_hi), inv_v);
         if (sum_dy_y) {
-            __m512d s_lo = _mm512_maskz_loadu_pd(m_lo, sum_dy_y + i), s_hi = _mm512_maskz_loadu_pd(m_hi, sum_dy_y + i + 8);
+            __m512d s_lo = _mm512_maskz_loadu_pd(m_lo, sum_dy_y + i),
+                    s_hi = _mm512_maskz_loadu_pd(m_hi, sum_dy_y + i + 8);
             s_lo = _mm512_fmadd_pd(g_lo, _mm512_mul_pd(x_lo, inv_v), s_lo);
             s_hi = _mm512_fmadd_pd(g_hi, _mm512_mul_pd(x_hi, inv_v), s_hi);
             _mm512_mask_storeu_pd(sum_dy_y + i, m_lo, s_lo);
             _mm512_mask_storeu_pd(sum_dy_y + i + 8, m_hi, s_hi);
         }
-        const __m512 out = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(dx_lo)), _mm512_cvtpd_ps(dx_hi), 1);
+        const __m512 out =
+            _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(dx_lo)), _mm512_cvtpd_ps(dx_hi), 1);
         _mm512_mask_storeu_ps(dx + i, m, out);
     }
 }
