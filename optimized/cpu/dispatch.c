@@ -337,6 +337,13 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
     if (rc != LACS_OK)
         return rc;
 
+    /* Parameters: only those the op reads, as the reference requires. */
+    for (int i = 0; i < n_params; i++)
+        if (!params[i].name || !lacs_word_in_list(info->params, params[i].name))
+            return lacs_cpu_error(LACS_ERR_PARAM, op, "parameter '%s' is not one that %s reads (%s)",
+                                  params[i].name ? params[i].name : "(null)", op,
+                                  *info->params ? info->params : "none");
+
     /* The tier is q's dtype (x's for the norms): BF16 inputs are the bf16 tier.
      * Others may be F32 in either tier: a state carried from an earlier call
      * (h0 = the F32 ht returned) is one. */
