@@ -362,6 +362,27 @@ class CompareAndRun(CliTestCase):
                                          vector_path(case), "--out", self.path("x.safetensors"), "--param", "eps=1"),
                                "eps")
 
+    def test_run_with_builtin_cpu_under_each_isa(self):
+        # builtin:cpu through `lacs run`, compared with the golden: every instruction set this CPU has
+        case = "gated_delta_rule-fp32-t129"
+        for isa in ("avx512", "avx2", "scalar"):
+            env = dict(os.environ, LACS_ISA=isa)
+            listed = self.lacs("list", "--op", "rmsnorm", env=env)
+            if "unavailable" in next(line for line in listed.lines if line.startswith("  builtin:cpu")):
+                continue
+            out = self.path(f"cpu-{isa}.safetensors")
+            run = self.lacs("run", "--op", "gated_delta_rule", "--impl", "builtin:cpu", "--in", vector_path(case),
+                            "--out", out, env=env)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            compared = self.lacs("compare", vector_path(case), out)
+            self.assertEqual(compared.returncode, 0, compared.stdout)
+            # the same output made wrong by 2^-10 relative (far beyond the fp32 tier's bound of a few ulp) must fail
+            outputs = st.read(out).tensors
+            wrong = {name: t.array() * np.float32(1 + 2.0 ** -10 if name == "o" else 1) for name, t in outputs.items()}
+            wrong_path = self.path(f"cpu-{isa}-wrong.safetensors")
+            st.write(wrong_path, wrong, overwrite=True)
+            self.assertNotEqual(self.lacs("compare", vector_path(case), wrong_path).returncode, 0)
+
     def test_compare_fails_a_perturbed_or_incomplete_candidate(self):
         v = vectors.load_vector(vector_path(self.CASE))
         rounded = {f"expected.{name}": g.astype(np.float32) for name, g in v.expected.items()}
