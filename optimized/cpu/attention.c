@@ -180,7 +180,7 @@ static int load_problem(const lacs_cpu_call *c, unsigned required, unsigned opti
     p->block_base[0] = 0;
     for (int64_t n = 0; n < p->n_seqs; n++) {
         int64_t start;
-        const int64_t length = lacs_cpu_sequences(c, p->B, p->T, n, &start);
+        const int64_t length = lacs_cpu_sequences(c, p->T, n, &start);
         p->block_base[n + 1] = p->block_base[n] + (length + BLOCK - 1) / BLOCK;
     }
     p->n_blocks = p->block_base[p->n_seqs];
@@ -248,7 +248,7 @@ static int run_blocks(block_job *job, int64_t first_head, int64_t heads, lacs_cp
     int64_t at = 0;
     for (int64_t n = 0; n < p->n_seqs; n++) {
         int64_t start;
-        const int64_t length = lacs_cpu_sequences(p->call, p->B, p->T, n, &start);
+        const int64_t length = lacs_cpu_sequences(p->call, p->T, n, &start);
         for (int64_t b = 0; b < p->block_base[n + 1] - p->block_base[n]; b++)
             for (int64_t h = first_head; h < first_head + heads; h++)
                 items[at++] = (block_item){start, length, b, p->block_base[n] + b, h};
@@ -343,7 +343,7 @@ static int make_gates(const problem *p, float factor, gates *out)
         return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the gates");
     for (int64_t n = 0; n < p->n_seqs; n++) {
         int64_t start;
-        const int64_t length = lacs_cpu_sequences(p->call, p->B, p->T, n, &start);
+        const int64_t length = lacs_cpu_sequences(p->call, p->T, n, &start);
         for (int64_t hv = 0; hv < p->HV; hv++) {
             float *G = out->bias + hv * p->tokens;
             int64_t *first = out->first_visible + hv * p->tokens;
@@ -607,7 +607,7 @@ static void first_stage_task(void *context, int64_t item, int thread)
     const int64_t n_seq = item / (job->heads * p->group);
     const int64_t hv = job->first_head * p->group + item % (job->heads * p->group), h = hv / p->group;
     int64_t start;
-    const int64_t length = lacs_cpu_sequences(p->call, p->B, p->T, n_seq, &start);
+    const int64_t length = lacs_cpu_sequences(p->call, p->T, n_seq, &start);
     running_softmax r;
     float *S = workspace_of(p, job->ws, thread, &r, NULL);
     const logit_rule rule = {p->scale, NULL, NULL, 1, job->normalised};

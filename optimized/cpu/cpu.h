@@ -105,9 +105,10 @@ double lacs_cpu_param(const lacs_cpu_call *c, const char *name, double fallback)
 /* A floating-point input as fp32: a malloc'd copy (convert BF16, copy F32);
  * NULL when absent or out of memory (*oom set to 1 then). */
 float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom);
-/* The sequences of a [B, T, ...] input: n_seqs = N (cu_seqlens) or B; start
- * and length of sequence n in tokens of the flattened [B * T] axis. */
-int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t B, int64_t T, int64_t n, int64_t *start);
+/* The sequences of a [B, T, ...] input: n = 0 .. N - 1 (cu_seqlens) or
+ * 0 .. B - 1. Returns the length of sequence n and sets *start, both in tokens
+ * of the flattened [B * T] axis. */
+int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t T, int64_t n, int64_t *start);
 
 /* Records the error (lacs_last_error) and returns `code`. */
 int lacs_cpu_error(int code, const char *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -95,31 +95,39 @@ const lacs_cpu_gemm *lacs_cpu_gemm_for(lacs_cpu_isa isa)
 
 /* ---- threads ---- */
 
-int lacs_cpu_threads(void)
+/* LACS_THREADS: 0 with *threads set when it is unset, or a whole number in
+ * 1..1024; -1 when it is set to anything else. */
+static int threads_from_env(int *threads)
 {
     const char *s = getenv("LACS_THREADS");
-    if (s && *s) {
-        char *end;
-        errno = 0;
-        long n = strtol(s, &end, 10);
-        if (errno == 0 && *end == '\0' && n >= 1 && n <= 1024)
-            return (int)n;
-        /* a bad value is reported by lacs_cpu_run; here, fall back */
-    }
+    *threads = 0;
+    if (!s || !*s)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1 || n > 1024)
+        return -1;
+    *threads = (int)n;
+    return 0;
+}
+
+int lacs_cpu_threads(void)
+{
+    int threads;
+    if (threads_from_env(&threads) == 0 && threads > 0)
+        return threads;
+    /* unset, or a bad value (which lacs_cpu_run reports): the online CPUs */
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     return online >= 1 ? (int)(online < 1024 ? online : 1024) : 1;
 }
 
 static int check_threads_env(void)
 {
-    const char *s = getenv("LACS_THREADS");
-    if (!s || !*s)
-        return LACS_OK;
-    char *end;
-    errno = 0;
-    long n = strtol(s, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 1 || n > 1024)
-        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu", "LACS_THREADS=%s is not a whole number in 1..1024", s);
+    int threads;
+    if (threads_from_env(&threads) != 0)
+        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu", "LACS_THREADS=%s is not a whole number in 1..1024",
+                              getenv("LACS_THREADS"));
     return LACS_OK;
 }
 
@@ -221,16 +229,11 @@ float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom)
         *oom = 1;
         return NULL;
     }
-    if (t->dtype == LACS_BF16) {
-        const uint16_t *b = t->data;
-        for (int64_t i = 0; i < n; i++)
-            out[i] = lacs_cpu_bf16_to_f32(b[i]);
-    } else if (n > 0)
-        memcpy(out, t->data, (size_t)n * sizeof *out);
+    lacs_cpu_tensor_row(t, 0, n, out);
     return out;
 }
 
-int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t B, int64_t T, int64_t n, int64_t *start)
+int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t T, int64_t n, int64_t *start)
 {
     const lacs_tensor *cu = lacs_cpu_input(c, "cu_seqlens");
     if (cu) {
@@ -238,7 +241,6 @@ int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t B, int64_t T, int64_t
         *start = offsets[n];
         return offsets[n + 1] - offsets[n];
     }
-    (void)B;
     *start = n * T;
     return T;
 }

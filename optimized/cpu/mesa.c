@@ -80,7 +80,7 @@ static void run_sequence_head(void *context, int64_t item, int thread)
     const int64_t K = m->K, V = m->V, seq = item / m->HV, hv = item % m->HV, h = hv / (m->HV / m->H);
     const float *lambda = job->lambda + hv * K;
     int64_t start;
-    const int64_t length = lacs_cpu_sequences(m->call, m->B, m->T, seq, &start);
+    const int64_t length = lacs_cpu_sequences(m->call, m->T, seq, &start);
     if (m->h0)
         lacs_cpu_tensor_row(m->h0, (seq * m->HV + hv) * K * V, K * V, w->h);
     else

@@ -112,7 +112,6 @@ typedef struct {
     float *u;             /* n x V: U, then V' */
     float *out;           /* n x V: the chunk's outputs */
     float *qg;            /* n x K: scale exp(G) (.) q */
-    float *scratch;       /* a transposed or rounded operand */
     uint16_t *a16, *b16;  /* bf16 operands */
     uint16_t *t16;        /* an operand rounded, before packing */
     uint16_t *k16, *s16;  /* bf16 tier: K^T and S packed once per chunk (each is used twice) */
@@ -135,7 +134,6 @@ static void workspace_free(workspace *w)
     free(w->u);
     free(w->out);
     free(w->qg);
-    free(w->scratch);
     free(w->a16);
     free(w->b16);
     free(w->t16);
@@ -164,14 +162,13 @@ static int workspace_alloc(workspace *w, int64_t K, int64_t V)
     w->u = malloc(C * (size_t)V * sizeof(float));
     w->out = malloc(C * (size_t)V * sizeof(float));
     w->qg = malloc(C * (size_t)K * sizeof(float));
-    w->scratch = malloc(side * side * sizeof(float));
     w->a16 = malloc(side * side * sizeof(uint16_t));
     w->b16 = malloc(side * side * sizeof(uint16_t));
     w->t16 = malloc(side * side * sizeof(uint16_t));
     w->k16 = malloc(side * side * sizeof(uint16_t));
     w->s16 = malloc(side * side * sizeof(uint16_t));
     if (!w->S || !w->q || !w->k || !w->v || !w->kt || !w->G || !w->Gr || !w->b || !w->A || !w->Tinv || !w->rk ||
-        !w->w || !w->u || !w->out || !w->qg || !w->scratch || !w->a16 || !w->b16 || !w->t16 || !w->k16 || !w->s16) {
+        !w->w || !w->u || !w->out || !w->qg || !w->a16 || !w->b16 || !w->t16 || !w->k16 || !w->s16) {
         workspace_free(w);
         return LACS_ERR_MEMORY;
     }
@@ -194,29 +191,22 @@ static void pack_operand(const recurrent_op *r, workspace *w, int64_t k, int64_t
     }
 }
 
-/* C[m x n] (+)= A[m x k] B[k x n], with B given as B itself (ldb) or, when
- * b_transposed, as its transpose [n x k] (ldb). fp32 tier: the ISA's sgemm.
- * bf16 tier: both operands rounded to bf16 here, where the algorithm hands
- * them to a product, and bgemm (fp32 accumulation); `packed`, when not NULL,
- * is B already packed (an operand used twice in a chunk). */
+/* C[m x n] (+)= A[m x k] B[k x n] (leading dimensions lda, ldb, ldc). fp32
+ * tier: the ISA's sgemm. bf16 tier: both operands rounded to bf16 here, where
+ * the algorithm hands them to a product, and bgemm (fp32 accumulation);
+ * `packed`, when not NULL, is B already packed (an operand used twice in a
+ * chunk). */
 static void product(const recurrent_op *r, workspace *w, int64_t m, int64_t n, int64_t k, const float *A,
-                    int64_t lda, const float *B, int64_t ldb, int b_transposed, const uint16_t *packed, float *C,
-                    int64_t ldc, int accumulate)
+                    int64_t lda, const float *B, int64_t ldb, const uint16_t *packed, float *C, int64_t ldc,
+                    int accumulate)
 {
     const lacs_cpu_gemm *gemm = r->call->gemm;
     if (!r->call->bf16) {
-        if (b_transposed) {
-            for (int64_t p = 0; p < k; p++)
-                for (int64_t j = 0; j < n; j++)
-                    w->scratch[p * n + j] = B[j * ldb + p];
-            B = w->scratch;
-            ldb = n;
-        }
         gemm->sgemm(m, n, k, A, lda, B, ldb, C, ldc, accumulate);
         return;
     }
     if (!packed) {
-        pack_operand(r, w, k, n, B, ldb, b_transposed, w->b16);
+        pack_operand(r, w, k, n, B, ldb, 0, w->b16);
         packed = w->b16;
     }
     lacs_cpu_round_bf16_rows(r->call->isa, m, k, A, lda, w->a16);
@@ -292,7 +282,7 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
     if (r->step != STEP_NONE) {
         /* A_ij = b_i sum_c k_ic k_jc exp(Gr_ic - G_jc), j < i. */
         if (!channel) {
-            product(r, w, n, n, K, w->k, K, w->kt, n, 0, k_packed, w->A, n, 0); /* K K^T */
+            product(r, w, n, n, K, w->k, K, w->kt, n, k_packed, w->A, n, 0); /* K K^T */
             for (int64_t i = 0; i < n; i++) {
                 for (int64_t j = 0; j < i; j++)
                     w->A[i * n + j] *= w->b[i] * expf(Gr[i] - G[j]);
@@ -317,10 +307,10 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
             for (int64_t c = 0; c < V; c++)
                 w->v[i * V + c] *= w->b[i];
         }
-        product(r, w, n, K, n, w->Tinv, n, w->rk, K, 0, NULL, w->w, K, 0);
-        product(r, w, n, V, n, w->Tinv, n, w->v, V, 0, NULL, w->u, V, 0);
+        product(r, w, n, K, n, w->Tinv, n, w->rk, K, NULL, w->w, K, 0);
+        product(r, w, n, V, n, w->Tinv, n, w->v, V, NULL, w->u, V, 0);
         /* V' = U + (-W) S */
-        product(r, w, n, V, K, w->w, K, w->S, V, 0, s_packed, w->u, V, 1);
+        product(r, w, n, V, K, w->w, K, w->S, V, s_packed, w->u, V, 1);
     }
 
     /* o_i = scale S^T (exp(G_i) (.) q_i) + sum_{j<=i} P_ij V'_j */
@@ -329,9 +319,9 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
         for (int64_t c = 0; c < K; c++)
             w->qg[i * K + c] = scale * (channel ? expf(G[i * K + c]) : row_decay) * w->q[i * K + c];
     }
-    product(r, w, n, V, K, w->qg, K, w->S, V, 0, s_packed, w->out, V, 0);
+    product(r, w, n, V, K, w->qg, K, w->S, V, s_packed, w->out, V, 0);
     if (!channel) {
-        product(r, w, n, n, K, w->q, K, w->kt, n, 0, k_packed, w->A, n, 0); /* Q K^T */
+        product(r, w, n, n, K, w->q, K, w->kt, n, k_packed, w->A, n, 0); /* Q K^T */
         for (int64_t i = 0; i < n; i++) {
             for (int64_t j = 0; j <= i; j++)
                 w->A[i * n + j] *= scale * expf(G[i] - G[j]);
@@ -347,7 +337,7 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
                 w->A[i * n + j] = j <= i ? scale * sum : 0.0f;
             }
     }
-    product(r, w, n, V, n, w->A, n, vnew, V, 0, NULL, w->out, V, 1);
+    product(r, w, n, V, n, w->A, n, vnew, V, NULL, w->out, V, 1);
 
     /* S <- exp(G_last) (.) S + sum_j (exp(G_last - G_j) (.) k_j) V'_j^T */
     const float *Glast = G + (n - 1) * Kg;
@@ -361,7 +351,7 @@ static void run_chunk(const recurrent_op *r, workspace *w, int64_t t0, int64_t n
         for (int64_t j = 0; j < n; j++)
             w->kt[c * n + j] = (channel ? expf(Glast[c] - G[j * K + c]) : w->b[j]) * w->k[j * K + c];
     }
-    product(r, w, K, V, n, w->kt, n, vnew, V, 0, NULL, w->S, V, 1);
+    product(r, w, K, V, n, w->kt, n, vnew, V, NULL, w->S, V, 1);
 }
 
 /* ---- the recurrent step (decoding) ---- */
@@ -449,7 +439,7 @@ static void run_sequence_head(void *context, int64_t item, int thread)
     workspace *w = &job->workspaces[thread];
     const int64_t seq = item / r->HV, hv = item % r->HV, KV = r->K * r->V;
     int64_t start;
-    const int64_t length = lacs_cpu_sequences(r->call, r->B, r->T, seq, &start);
+    const int64_t length = lacs_cpu_sequences(r->call, r->T, seq, &start);
 
     if (r->h0)
         lacs_cpu_tensor_row(r->h0, (seq * r->HV + hv) * KV, KV, w->S);
