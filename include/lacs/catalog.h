@@ -15,6 +15,10 @@
 
 #include "lacs/plugin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define LACS_GENERATOR_VERSION "2"
 /* The largest normwise difference allowed between a golden and its long
  * double recomputation (SPEC.md 10.4). */
@@ -70,5 +74,9 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g);
 void lacs_golden_free(lacs_golden *g);
 /* The tensor named `name` (e.g. "q", "expected.o"), or NULL. */
 const lacs_tensor *lacs_golden_find(const lacs_golden *g, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 #include "lacs/plugin.h"
 #include "lacs/safetensors.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define LACS_CHECK_MAX_INPUTS 16
 #define LACS_CHECK_MAX_OUTPUTS 8
 #define LACS_CHECK_MAX_PARAMS 16
@@ -153,5 +157,9 @@ char *lacs_describe_element(const lacs_vector *v, int output, int64_t index, cha
  * LACS_ERR_SHAPE if the output is not of the sequence layout. */
 int lacs_check_error_over_time(const lacs_vector *v, int output, const lacs_tensor *actual, double *ratio_t);
 
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

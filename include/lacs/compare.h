@@ -10,6 +10,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* x and ref laid out [outer, T, heads, width] (o: [B, T, HV, V]; a state
  * [N, HV, K, V] is outer = N, T = 1, width = K * V). For each (outer, head),
  * or (sequence, head) when cu_seqlens (N + 1 offsets into T, outer = 1) is
@@ -20,5 +24,9 @@
 double lacs_normwise_error(const double *x, const double *ref, int64_t outer, int64_t T,
                            int64_t heads, int64_t width, const int64_t *cu_seqlens,
                            int64_t n_seqs, int64_t *worst_block);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

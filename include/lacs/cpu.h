@@ -17,6 +17,10 @@
 
 #include "lacs/plugin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The plugin ABI's call (lacs/plugin.h) on builtin:cpu: inputs F32 or BF16
  * (cu_seqlens I64), outputs F32 with the names and shapes
  * lacs_reference_output_shapes gives. Returns LACS_OK or an error code
@@ -41,5 +45,9 @@ int lacs_cpu_isa_supported(const char *name);
 int lacs_cpu_environment_check(void);
 /* The number of threads builtin:cpu uses (LACS_THREADS, or the online CPUs). */
 int lacs_cpu_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -10,6 +10,10 @@
 
 #include "lacs/types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef int (*lacs_op_fn)(const lacs_dims *d, const lacs_inputs *in, double *o, double *ht);
 typedef int (*lacs_op_fn_ld)(const lacs_dims *d, const lacs_inputs *in, long double *o,
                              long double *ht);
@@ -66,5 +70,9 @@ double lacs_forms_error(lacs_op_fn first, lacs_op_fn second, const lacs_problem 
 /* The same for the long double form against the double one: how far the
  * double reference is from its long double self. */
 double lacs_forms_error_ld(lacs_op_fn op, lacs_op_fn_ld op_ld, const lacs_problem *p, int stateful);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -12,6 +12,10 @@
 
 #include "lacs/plugin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The constants of the tolerance model (SPEC.md 11.3), written into every
  * vector's metadata by the generator; the checker reads them from there. */
 #define LACS_TOLERANCE_NORMWISE_FACTOR 6.0
@@ -43,5 +47,9 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
  * error is that of storing values in bf16, not of summing in fp32. */
 double lacs_gauge_length_factor(const char *op, const char *output, int fp32, int64_t K, int64_t longest_sequence,
                                 int64_t rows, int64_t dim);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

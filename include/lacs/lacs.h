@@ -17,4 +17,12 @@
 #include "lacs/check.h"
 #include "lacs/cpu.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -17,6 +17,10 @@
 
 #include "lacs/plugin.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define LACS_OPS_MAX_OUTPUTS 6
 
 typedef enum {
@@ -82,5 +86,9 @@ int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int 
 int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
                        const lacs_param *params, int n_params, lacs_tensor *outputs, int n_outputs,
                        int long_double);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

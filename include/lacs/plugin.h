@@ -9,6 +9,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { LACS_F32 = 0, LACS_BF16 = 1, LACS_F64 = 2, LACS_I64 = 3 } lacs_dtype;
 typedef struct { const char *name; lacs_dtype dtype; int ndim; const int64_t *shape; void *data; } lacs_tensor;
 typedef struct { const char *name; double value; } lacs_param;
@@ -19,5 +23,9 @@ typedef struct { const char *name; double value; } lacs_param;
 int lacs_plugin_run(const char *op, const lacs_tensor *inputs, int n_inputs,
                     const lacs_param *params, int n_params,
                     lacs_tensor *outputs, int n_outputs);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -12,6 +12,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct {
     uint64_t state;
 } lacs_rng;
@@ -34,5 +38,9 @@ uint64_t lacs_fnv1a64(const char *text);
 lacs_rng lacs_rng_stream(uint64_t seed, const char *name);
 /* RetNet's decay of head h, log(1 - 2^-(5 + h)), by its power series (no libm). */
 double lacs_retnet_log_decay(int64_t h);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

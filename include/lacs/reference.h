@@ -16,6 +16,10 @@
 #include <stddef.h>
 #include "lacs/types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- linear attention and decays (H2, H3, H4, H9) ---- */
 
 /* H2: h_t = h_{t-1} + k_t v_t^T. */
@@ -201,5 +205,9 @@ int lacs_ref_symmetric_eigenvalues(int64_t n, const double *A, double *eigenvalu
  * One SGD step h - lr * dL/dh equals one step of the matching recurrence. */
 double lacs_ref_ttt_loss(lacs_ttt_loss_kind kind, int64_t K, int64_t V, const double *h,
                          const double *k, const double *v, double gamma, double eta);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

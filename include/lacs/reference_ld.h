@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include "lacs/types.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 int lacs_ref_linear_attn_ld(const lacs_dims *d, const lacs_inputs *in, long double *o, long double *ht);
 int lacs_ref_linear_attn_postnorm_ld(const lacs_dims *d, const lacs_inputs *in, long double *o, long double *ht);
 int lacs_ref_retention_ld(const lacs_dims *d, const lacs_inputs *in, long double *o, long double *ht);
@@ -88,5 +92,9 @@ int lacs_ref_symmetric_eigenvalues_ld(int64_t n, const long double *A, long doub
 long double lacs_ref_ttt_loss_ld(lacs_ttt_loss_kind kind, int64_t K, int64_t V, const long double *h,
                                  const long double *k, const long double *v, long double gamma,
                                  long double eta);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 #include "lacs/plugin.h"
 #include "lacs/types.h" /* the LACS_ERR_* codes returned here, lacs_last_error() */
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define LACS_SAFETENSORS_MAX_DIMS 8
 #define LACS_SAFETENSORS_MAX_HEADER (100u * 1000u * 1000u)
 
@@ -91,5 +95,9 @@ typedef struct {
 void lacs_sha256_init(lacs_sha256 *s);
 void lacs_sha256_update(lacs_sha256 *s, const void *data, size_t size);
 void lacs_sha256_final(lacs_sha256 *s, char hex[65]);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

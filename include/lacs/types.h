@@ -13,6 +13,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define LACS_SPEC_VERSION "1.3"
 
 /* Return codes of every lacs function. */
@@ -79,5 +83,9 @@ typedef enum {
 /* The last error of this thread as one line naming the op and the problem,
  * e.g. "delta_rule: input 'beta' is required". */
 const char *lacs_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../../reference/internal.h"
+#include "../validate.h"
 #include "cpu.h"
 
 /* ---- instruction sets ---- */
@@ -293,94 +294,18 @@ int lacs_cpu_environment_check(void)
     return rc != LACS_OK ? rc : check_threads_env();
 }
 
-/* The recurrent family and mesa_net: the checks lacs_reference_output_shapes
- * leaves to the ops (H >= 1, HV a multiple of H, the cu_seqlens table, a
- * finite scale), by the reference's own lacs_internal_validate. The names
- * were checked already, so every input is allowed here; the validator only
- * asks whether each is given. (attention.c makes the same call with its
- * ops' required inputs.) */
-static int validate_sequence_call(const lacs_cpu_call *c)
-{
-    const lacs_tensor *q = lacs_cpu_input(c, "q"), *v = lacs_cpu_input(c, "v");
-    const lacs_tensor *cu = lacs_cpu_input(c, "cu_seqlens");
-    static const double present = 0;
-    const lacs_dims dims = {.B = q->shape[0], .T = q->shape[1], .H = q->shape[2], .HV = v->shape[2],
-                            .K = q->shape[3], .V = v->shape[3], .cu_seqlens = cu ? cu->data : NULL,
-                            .N = cu ? cu->shape[0] - 1 : 0};
-    const double scale = lacs_cpu_param(c, "scale", q->shape[3] > 0 ? 1.0 / sqrt((double)q->shape[3]) : 1.0);
-    const lacs_inputs presence = {
-        .q = &present, .k = &present, .v = &present,
-        .beta = lacs_cpu_input(c, "beta") ? &present : NULL,
-        .g = lacs_cpu_input(c, "g") ? &present : NULL,
-        .gk = lacs_cpu_input(c, "gk") ? &present : NULL,
-        .g_gamma = lacs_cpu_input(c, "g_gamma") ? &present : NULL,
-        .h0 = lacs_cpu_input(c, "h0") ? &present : NULL,
-        .lambda = lacs_cpu_input(c, "lambda") ? &present : NULL,
-        .h0_kk = lacs_cpu_input(c, "h0_kk") ? &present : NULL,
-        .scale = scale};
-    const unsigned every_input = LACS_READS_BETA | LACS_READS_G | LACS_READS_GK | LACS_READS_G_GAMMA |
-                                 LACS_READS_H0 | LACS_READS_W | LACS_READS_LAMBDA | LACS_READS_H0_KK;
-    return lacs_internal_validate(c->op, &dims, &presence, 0, every_input);
-}
-
 /* ---- the call ---- */
 
 int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,
                  lacs_tensor *outputs, int n_outputs)
 {
-    const lacs_op_info *info = lacs_op_find(op);
-    if (!info)
-        return lacs_cpu_error(LACS_ERR_INPUT, "builtin:cpu", "unknown op '%s'", op ? op : "(null)");
-
-    /* Names and shapes: the reference's own validation (one implementation). */
-    lacs_output_shape shapes[LACS_OPS_MAX_OUTPUTS];
-    int n_shapes = 0;
-    int rc = lacs_reference_output_shapes(op, inputs, n_inputs, shapes, &n_shapes);
-    if (rc != LACS_OK)
+    /* Names, shapes, parameters, dtypes and the tier: the checks every
+     * built-in implementation shares (optimized/validate.c). */
+    const lacs_op_info *info;
+    int bf16, rc;
+    if ((rc = lacs_builtin_validate_call("builtin:cpu", op, inputs, n_inputs, params, n_params, outputs, n_outputs,
+                                         &info, &bf16)) != LACS_OK)
         return rc;
-
-    /* Parameters: only those the op reads, as the reference requires. */
-    for (int i = 0; i < n_params; i++)
-        if (!params[i].name || !lacs_word_in_list(info->params, params[i].name))
-            return lacs_cpu_error(LACS_ERR_PARAM, op, "parameter '%s' is not one that %s reads (%s)",
-                                  params[i].name ? params[i].name : "(null)", op,
-                                  *info->params ? info->params : "none");
-
-    /* The tier is q's dtype (x's for the norms): BF16 inputs are the bf16 tier.
-     * Others may be F32 in either tier: a state carried from an earlier call
-     * (h0 = the F32 ht returned) is one. */
-    int bf16 = 0;
-    for (int i = 0; i < n_inputs; i++) {
-        if (inputs[i].dtype == LACS_I64)
-            continue;
-        if (inputs[i].dtype != LACS_F32 && inputs[i].dtype != LACS_BF16)
-            return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu takes F32 or BF16 inputs; '%s' is %s",
-                                  inputs[i].name, inputs[i].dtype == LACS_F64 ? "F64" : "another dtype");
-        if (inputs[i].name && (strcmp(inputs[i].name, "q") == 0 || strcmp(inputs[i].name, "x") == 0))
-            bf16 = inputs[i].dtype == LACS_BF16;
-    }
-
-    /* Outputs: F32, each one the op gives, with its shape. */
-    for (int i = 0; i < n_outputs; i++) {
-        const lacs_tensor *t = &outputs[i];
-        int found = 0;
-        for (int s = 0; s < n_shapes && !found; s++) {
-            if (!t->name || strcmp(t->name, shapes[s].name) != 0)
-                continue;
-            found = 1;
-            int same = t->ndim == shapes[s].ndim;
-            for (int d = 0; same && d < t->ndim; d++)
-                same = t->shape[d] == shapes[s].shape[d];
-            if (!same)
-                return lacs_cpu_error(LACS_ERR_SHAPE, op, "output '%s' does not have the shape the inputs give",
-                                      t->name);
-        }
-        if (!found)
-            return lacs_cpu_error(LACS_ERR_INPUT, op, "'%s' is not an output of %s", t->name ? t->name : "(null)",
-                                  op);
-        if (t->dtype != LACS_F32)
-            return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu writes F32 outputs; '%s' is not F32", t->name);
-    }
 
     lacs_cpu_call c = {.op = op, .info = info, .inputs = inputs, .n_inputs = n_inputs, .params = params,
                        .n_params = n_params, .outputs = outputs, .n_outputs = n_outputs, .bf16 = bf16};
@@ -391,9 +316,11 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
 
     switch (info->family) {
     case LACS_FAMILY_RECURRENT:
-        return (rc = validate_sequence_call(&c)) != LACS_OK ? rc : lacs_cpu_recurrent(&c);
+        rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params);
+        return rc != LACS_OK ? rc : lacs_cpu_recurrent(&c);
     case LACS_FAMILY_MESA:
-        return (rc = validate_sequence_call(&c)) != LACS_OK ? rc : lacs_cpu_mesa_net(&c);
+        rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params);
+        return rc != LACS_OK ? rc : lacs_cpu_mesa_net(&c);
     case LACS_FAMILY_ATTENTION:
         return lacs_cpu_attention(&c);
     case LACS_FAMILY_NORM:
