@@ -3,11 +3,16 @@
 #   make                 liblacs (static and shared) and the self-check, in build/
 #   make check           the main job: `lacs check` of IMPL (default builtin:cpu) over the core vectors
 #   make test-cpu        builtin:cpu over the core vectors under each instruction set (LACS_ISA)
+#   make cuda            builtin:cuda (nvcc, sm_80 + sm_90): build/liblacs_cuda.so and build/lacs-bench-cuda
+#   make cuda-emulated   the same kernels for the CPU emulation (optimized/cuda/emulation.h)
+#   make test-cuda       builtin:cuda's kernels under emulation, a wrong twin rejected, and the device if any
+#   make bench-cuda      builtin:cuda against cuBLAS bf16 GEMM and a device copy (needs a GPU)
 #   make bench           builtin:cpu's speed against OpenBLAS sgemm, a stream copy and the reference
 #   make bench-quick     the same on small shapes (CI)
 #   make selfcheck       build and print the reference's self-check
 #   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
-#                        the Python suites (readers, oracle, schemas), vectors-check and a bounded fuzz
+#                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), vectors-check
+#                        and a bounded fuzz
 #   make test-sanitize   the C suites and vectors-check under AddressSanitizer + UBSan, in build-sanitize/
 #   make vectors         regenerate the committed core vectors (vectors/core, MANIFEST.json)
 #   make vectors-full    generate the full set into vectors/full and check it against MANIFEST-full.json
@@ -41,7 +46,7 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/gated_delta_rule.c reference/efla.c reference/softmax_attn.c \
            reference/preprocess.c reference/ttt.c reference/deltaformer.c reference/path_attn.c \
            reference/mesa_net.c reference/norms.c
-ONCE_SRC := reference/error.c reference/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
+ONCE_SRC := reference/error.c reference/validate.c optimized/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
             checker/safetensors.c checker/values.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c
 # builtin:cpu (SPEC.md 12): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
 # instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.
@@ -61,7 +66,7 @@ LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
 .PHONY: all lib check selfcheck test test-c test-cpu test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo \
-        bench bench-quick
+        bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
 all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/lacs
 
@@ -179,13 +184,13 @@ $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 
 # make test: the C suites, the Python reader/oracle/schema suites, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-cpu test-python vectors-check fuzz
+test: test-c test-cpu test-cuda test-python vectors-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
 
 # The Python reader and its agreement with the C one (interpreter: Debian's, for NumPy).
-test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUILD)/lacs $(TEST_PLUGIN_SO) \
+test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUILD)/lacs $(TEST_PLUGIN_SO) $(BUILD)/liblacs_cuda_emulated.so \
              $(BUILD)/lacs-zoo zoo | deps
 	PYTHONPATH=python LACS_BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/python -t . $(if $(V),-v,)
 
@@ -282,3 +287,83 @@ $(BUILD)/zoo/float_reference_fma.so: tests/zoo/float_reference.c $(FLOAT_REF_FMA
 # lacs-zoo: runs one zoo plugin in-process over the vectors (tests/zoo/zoo_run.c; a test tool).
 $(BUILD)/lacs-zoo: tests/zoo/zoo_run.c $(BUILD)/liblacs.a $(HEADERS)
 	$(CC) $(CFLAGS_LACS) -o $@ tests/zoo/zoo_run.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) -ldl $(LIBS)
+
+# ---- builtin:cuda (SPEC.md 13): optimized/cuda/ ----
+# make cuda: build/liblacs_cuda.so, the kernels for sm_80 and sm_90 (nvcc, every warning an error), loaded
+# by the checker for --impl builtin:cuda; it runs where there is a device. make cuda-emulated: the same
+# kernels compiled by the host C++ compiler against optimized/cuda/emulation.h, run on the CPU
+# (build/liblacs_cuda_emulated.so; LACS_CUDA_LIBRARY points builtin:cuda at it).
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+CXX ?= g++
+CUDA_ARCH_FLAGS := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+NVCCFLAGS := -std=c++17 -O3 $(CUDA_ARCH_FLAGS) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-fPIC \
+             -Iinclude -Ioptimized/cuda
+CUDA_EMULATION_FLAGS := -std=c++17 -O2 -g -x c++ -DLACS_CUDA_EMULATION -Wall -Wextra -Werror -fPIC \
+                        -Iinclude -Ioptimized/cuda
+CUDA_CU := $(wildcard optimized/cuda/*.cu)
+CUDA_HEADERS := $(wildcard optimized/cuda/*.h optimized/cuda/*.cuh) optimized/validate.h
+CUDA_OBJ := $(patsubst %.cu,$(BUILD)/obj/cuda/%.o,$(CUDA_CU))
+CUDA_EMULATED_OBJ := $(patsubst %.cu,$(BUILD)/obj/cuda-emulated/%.o,$(CUDA_CU)) \
+                     $(BUILD)/obj/cuda-emulated/optimized/cuda/emulation.o
+CUDA_DISPATCH_OBJ := $(BUILD)/obj/cuda-host/optimized/cuda/dispatch.o
+
+$(BUILD)/obj/cuda/%.o: %.cu $(HEADERS) $(CUDA_HEADERS) | deps nvcc-present
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+nvcc-present:
+	@command -v $(NVCC) >/dev/null 2>&1 || { echo "make cuda: nvcc not found at '$(NVCC)': builtin:cuda needs the CUDA \
+	toolkit (nvcc 12 or later; NVCC=/path/to/nvcc)" >&2; exit 1; }
+
+$(BUILD)/obj/cuda-emulated/%.o: %.cu $(HEADERS) $(CUDA_HEADERS) | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_EMULATION_FLAGS) -c $< -o $@
+
+$(BUILD)/obj/cuda-emulated/optimized/cuda/emulation.o: optimized/cuda/emulation.cpp optimized/cuda/emulation.h | deps
+	@mkdir -p $(dir $@)
+	$(CXX) $(filter-out -x c++,$(CUDA_EMULATION_FLAGS)) -c $< -o $@
+
+$(CUDA_DISPATCH_OBJ): optimized/cuda/dispatch.c $(HEADERS) $(CUDA_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_LACS) -c $< -o $@
+
+# Only the lacs_cuda_* entry points and lacs_plugin_run are exported: liblacs and the CUDA runtime, linked
+# statically, stay inside.
+$(BUILD)/liblacs_cuda.so: $(CUDA_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a
+	$(NVCC) -shared $(CUDA_ARCH_FLAGS) -cudart static -o $@ $(CUDA_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a \
+	    -Xlinker --exclude-libs,ALL $(LIBS)
+
+$(BUILD)/liblacs_cuda_emulated.so: $(CUDA_EMULATED_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a
+	$(CXX) -shared $(LDFLAGS_LACS) -o $@ $(CUDA_EMULATED_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a \
+	    -Wl,--exclude-libs,ALL -Wl,--no-undefined $(LIBS)
+
+# make bench-cuda: builtin:cuda against cuBLAS bf16 GEMM and a device copy, measured in the same run
+# (bench/lacs_bench_cuda.cu; BENCH_ARGS=--quick for shorter shapes); without a device it says why, exit 2.
+$(BUILD)/lacs-bench-cuda: bench/lacs_bench_cuda.cu $(CUDA_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a $(HEADERS) \
+                          $(CUDA_HEADERS)
+	$(NVCC) $(NVCCFLAGS) -o $@ bench/lacs_bench_cuda.cu $(CUDA_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a -lcublas \
+	    $(LIBS)
+
+cuda: $(BUILD)/liblacs_cuda.so $(BUILD)/lacs-bench-cuda
+cuda-emulated: $(BUILD)/liblacs_cuda_emulated.so
+
+bench-cuda: $(BUILD)/lacs-bench-cuda
+	./$(BUILD)/lacs-bench-cuda $(BENCH_ARGS)
+
+# The deliberately wrong twin of the emulated library, for make test-cuda: the recurrent kernel keeps its
+# state in bf16 between chunks (-DLACS_CUDA_MUTANT_STATE_BF16; recurrent.cu). The suite must reject it.
+CUDA_MUTANT_OBJ := $(BUILD)/obj/cuda-mutant/optimized/cuda/recurrent.o \
+                   $(filter-out %/recurrent.o,$(CUDA_EMULATED_OBJ))
+$(BUILD)/obj/cuda-mutant/optimized/cuda/recurrent.o: optimized/cuda/recurrent.cu $(HEADERS) $(CUDA_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUDA_EMULATION_FLAGS) -DLACS_CUDA_MUTANT_STATE_BF16 -c $< -o $@
+
+$(BUILD)/liblacs_cuda_mutant.so: $(CUDA_MUTANT_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a
+	$(CXX) -shared $(LDFLAGS_LACS) -o $@ $(CUDA_MUTANT_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a \
+	    -Wl,--exclude-libs,ALL -Wl,--no-undefined $(LIBS)
+
+# make test-cuda (part of make test): make cuda must compile; the kernels under emulation must pass every
+# core vector of builtin:cuda's ops (the per-channel gk cases are the only skips) and the mutant must fail;
+# on a machine with a GPU, builtin:cuda itself must pass them, else that part is skipped with the reason.
+test-cuda: $(BUILD)/lacs $(BUILD)/liblacs_cuda.so $(BUILD)/liblacs_cuda_emulated.so $(BUILD)/liblacs_cuda_mutant.so
+	BUILD=$(BUILD) bash tests/test_cuda.sh

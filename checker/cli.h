@@ -86,7 +86,8 @@ typedef int (*cli_plugin_fn)(const char *op, const lacs_tensor *inputs, int n_in
 typedef enum {
     CLI_IMPL_REFERENCE = 0, /* builtin:reference: lacs_impl_reference */
     CLI_IMPL_PLUGIN = 1,    /* a shared library's lacs_plugin_run */
-    CLI_IMPL_BUILTIN = 2    /* builtin:cpu: lacs_cpu_run, called like a plugin; its errors in lacs_last_error() */
+    CLI_IMPL_BUILTIN = 2    /* builtin:cpu (lacs_cpu_run) or builtin:cuda (build/liblacs_cuda.so's lacs_cuda_run),
+                               called like a plugin; their errors in last_error() */
 } cli_impl_kind;
 
 typedef struct {
@@ -94,14 +95,21 @@ typedef struct {
     const char *spec;     /* as the user wrote it */
     void *library;        /* dlopen handle of a plugin */
     cli_plugin_fn run;    /* its lacs_plugin_run (lacs_cpu_run for builtin:cpu) */
+    const char *(*last_error)(void); /* a builtin's error text: lacs_last_error, or builtin:cuda's own */
 } cli_impl;
 
 /* Opens the --impl argument: 0, or CLI_EXIT_USAGE with the error printed
- * (builtin:cuda is not available yet, builtin:cpu with a LACS_ISA this CPU
- * lacks, python:... runs under the Python harness, a library without
+ * (builtin:cuda not built or with no device here, builtin:cpu with a LACS_ISA
+ * this CPU lacks, python:... runs under the Python harness, a library without
  * lacs_plugin_run). */
 int cli_impl_open(const char *spec, cli_impl *impl);
 void cli_impl_close(cli_impl *impl);
+/* The error text of the implementation's last failed call (a builtin's own). */
+const char *cli_impl_last_error(const cli_impl *impl);
+/* builtin:cuda's status for `lacs list`: its library (LACS_CUDA_LIBRARY, else
+ * liblacs_cuda.so beside this program), the device or why there is none, and
+ * whether it was validated on one. Returns 1 when it can run here. */
+int cli_cuda_status(char *text, size_t text_size);
 
 /* ---- cli_child.c: one run of an implementation in a child process ---- */
 

@@ -130,7 +130,7 @@ static int run_case_in_child(const cli_task *task, lacs_tensor *outputs, int n_o
     if (rc != LACS_OK && task->impl->kind == CLI_IMPL_PLUGIN && plugin_return_value != 0)
         snprintf(status->message, sizeof status->message, "plugin returned %d", plugin_return_value);
     else if (rc != LACS_OK)
-        snprintf(status->message, sizeof status->message, "%s", lacs_last_error());
+        snprintf(status->message, sizeof status->message, "%s", cli_impl_last_error(task->impl));
     for (int i = 0; i < v->n_outputs; i++) {
         for (int j = 0; j < n_outputs; j++)
             if (strcmp(outputs[j].name, computed[i].name) == 0 && computed[i].dtype == LACS_F32 && computed[i].data)
@@ -210,7 +210,7 @@ int cli_child_start(cli_child *c, const cli_task *task, double timeout_seconds)
             if (task->impl->kind == CLI_IMPL_PLUGIN)
                 snprintf(status->message, sizeof status->message, "plugin returned %d", rc);
             else
-                snprintf(status->message, sizeof status->message, "%s", lacs_last_error());
+                snprintf(status->message, sizeof status->message, "%s", cli_impl_last_error(task->impl));
         }
         status->rc = rc;
         status->finished_call = 1;

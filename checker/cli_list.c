@@ -27,7 +27,9 @@ static void print_implementations(void)
     else
         snprintf(cpu, sizeof cpu, "unavailable: %s", lacs_last_error());
     printf("  %-34s  %s\n", "builtin:cpu", cpu);
-    printf("  %-34s  %s\n", "builtin:cuda", "not available yet (issue 7)");
+    char cuda[1200];
+    cli_cuda_status(cuda, sizeof cuda);
+    printf("  %-34s  the CUDA implementation (lacs_cuda_run): %s\n", "builtin:cuda", cuda);
     printf("  %-34s  %s\n", "PATH.so", "a shared library exporting lacs_plugin_run (ABI v1, include/lacs/plugin.h)");
     printf("  %-34s  %s\n", "python:FILE_OR_MODULE:FUNCTION",
            "a Python function, run by PYTHONPATH=python /usr/bin/python3 -m lacs check");

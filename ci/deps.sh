@@ -8,11 +8,12 @@
 #   python3-jsonschema  validates MANIFEST.json and every vector's metadata against vectors/schema
 #   python3-matplotlib  lacs explain --plot (checker/plot_error.py) and its test
 #   clang, libclang-rt-14-dev  libFuzzer for the C reader's fuzzing (make fuzz)
+#   g++               builtin:cuda's kernels compiled for the CPU emulation (make cuda-emulated), nvcc's host compiler
 #   pkg-config, gcc, make
 set -euo pipefail
 
 packages=(libcriterion-dev libopenblas-dev libcjson-dev python3-numpy python3-jsonschema python3-matplotlib
-          clang libclang-rt-14-dev pkg-config gcc make)
+          clang libclang-rt-14-dev pkg-config gcc g++ make)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

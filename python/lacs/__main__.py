@@ -110,7 +110,8 @@ def command_list(args):
     print("\nimplementations (--impl):")
     for name, what in (("builtin:reference", "the double reference, run by build/lacs check"),
                        ("builtin:cpu", "the optimized CPU implementation, run by build/lacs check"),
-                       ("builtin:cuda", "not available yet (issue 7)"),
+                       ("builtin:cuda", "the CUDA implementation (make cuda), run by build/lacs check; "
+                                        "build/lacs list gives its device and status"),
                        ("PATH.so", "a shared library exporting lacs_plugin_run (ABI v1, include/lacs/plugin.h), "
                                    "run by build/lacs check"),
                        ("python:FILE_OR_MODULE:FUNCTION", "a Python function, run by this harness "

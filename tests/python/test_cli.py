@@ -137,7 +137,12 @@ class Usage(CliTestCase):
                                "LACS_ISA=avx9", "avx512, avx2, scalar")
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu", env=dict(os.environ, LACS_THREADS="0")),
                                "LACS_THREADS=0")
-        self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda"), "builtin:cuda", "not available yet")
+        no_library = dict(os.environ, LACS_CUDA_LIBRARY=self.path("absent.so"))
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda", env=no_library),
+                               "builtin:cuda is not built", "absent.so", "make cuda")
+        no_symbols = dict(os.environ, LACS_CUDA_LIBRARY=plugin("nosymbol"))
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda", env=no_symbols),
+                               "nosymbol.so", "lacs_cuda_run")
         self.assert_user_error(self.lacs("check", "--impl", "python:my_kernels:run"), "python3 -m lacs check")
         self.assert_user_error(self.lacs("check", "--impl", self.path("absent.so")), "absent.so")
 
@@ -168,7 +173,9 @@ class List(CliTestCase):
         for impl in ("builtin:reference", "builtin:cpu", "builtin:cuda", "PATH.so", "python:"):
             self.assertIn(impl, run.stdout)
         self.assertIn("the optimized CPU implementation (lacs_cpu_run)", run.stdout)
-        self.assertIn("not available yet (issue 7)", run.stdout)
+        cuda = next(line for line in run.lines if line.startswith("  builtin:cuda "))
+        self.assertIn("the CUDA implementation (lacs_cuda_run)", cuda)
+        self.assertIn("not validated on a device", cuda)
 
     def test_ops_comma_separated_or_repeated(self):
         a = self.lacs("list", "--op", "softcap,dyt")
@@ -382,6 +389,33 @@ class CompareAndRun(CliTestCase):
             wrong_path = self.path(f"cpu-{isa}-wrong.safetensors")
             st.write(wrong_path, wrong, overwrite=True)
             self.assertNotEqual(self.lacs("compare", vector_path(case), wrong_path).returncode, 0)
+
+    def test_builtin_cuda_emulated(self):
+        # builtin:cuda's kernels under emulation (LACS_CUDA_LIBRARY): lacs run and compare pass a chunked case and
+        # a decoding case of each tier, the fp32 output made wrong by 2^-10 (far beyond the tier's bound of a few ulp)
+        # fails, and the per-channel gate is a SKIP (make test-cuda rejects a wrong kernel in both tiers: the mutant)
+        env = dict(os.environ, LACS_CUDA_LIBRARY=os.path.join(build_dir(), "liblacs_cuda_emulated.so"))
+        listed = self.lacs("list", "--op", "rmsnorm", env=env)
+        self.assertIn("emulated on the CPU", next(line for line in listed.lines if line.startswith("  builtin:cuda")))
+        for case in ("gated_delta_rule-fp32-t129", "gated_delta_rule-bf16-t129", "efla-bf16-t1"):
+            out = self.path(f"cuda-{case}.safetensors")
+            op = case.split("-")[0]
+            run = self.lacs("run", "--op", op, "--impl", "builtin:cuda", "--in", vector_path(case), "--out", out,
+                            env=env)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertEqual(self.lacs("compare", vector_path(case), out).returncode, 0)
+            if "-fp32-" not in case:
+                continue
+            outputs = st.read(out).tensors
+            wrong = {name: t.array() * np.float32(1 + 2.0 ** -10 if name == "o" else 1) for name, t in outputs.items()}
+            wrong_path = self.path(f"cuda-{case}-wrong.safetensors")
+            st.write(wrong_path, wrong, overwrite=True)
+            self.assertNotEqual(self.lacs("compare", vector_path(case), wrong_path).returncode, 0)
+        run = self.lacs("check", "--impl", "builtin:cuda", "--op", "gated_delta_rule", "--tier", "fp32",
+                        "--json", self.path("cuda.json"), env=env)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        self.assertEqual(run.results["gated_delta_rule-fp32-gk"][0], "SKIP")
+        self.assertEqual(run.results["gated_delta_rule-fp32-t129"][0], "PASS")
 
     def test_compare_fails_a_perturbed_or_incomplete_candidate(self):
         v = vectors.load_vector(vector_path(self.CASE))

@@ -1,0 +1,237 @@
+/* builtin:cuda: the library's entry points (SPEC.md 13).
+ *
+ * build/liblacs_cuda.so (make cuda) exports lacs_cuda_run, the plugin ABI v1
+ * call (also under its plugin name, lacs_plugin_run), lacs_cuda_last_error
+ * and lacs_cuda_status. The checker loads it for --impl builtin:cuda; it is
+ * a separate library so that the checker itself needs no CUDA runtime. The
+ * same file, linked with the kernels compiled for emulation.h, makes
+ * build/liblacs_cuda_emulated.so.
+ *
+ * Read top to bottom: the helpers the family files share (cuda.h), which ops
+ * and cases are implemented, then the call: validate (the checks builtin:cpu
+ * makes, optimized/validate.c), copy the inputs to the device, run the
+ * family, copy the outputs back.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../reference/internal.h"
+#include "../validate.h"
+#include "cuda.h"
+#include "lacs/types.h"
+
+/* Where builtin:cuda has been run against every golden vector on a GPU
+ * (SPEC.md 13.6): NULL until it has. */
+static const char *const validated_on_device = NULL;
+
+/* ---- shared helpers (cuda.h) ---- */
+
+const lacs_cuda_tensor *lacs_cuda_input(const lacs_cuda_call *c, const char *name)
+{
+    for (int i = 0; i < c->n_inputs; i++)
+        if (c->inputs[i].name && strcmp(c->inputs[i].name, name) == 0)
+            return &c->inputs[i];
+    return NULL;
+}
+
+lacs_cuda_tensor *lacs_cuda_output(const lacs_cuda_call *c, const char *name)
+{
+    for (int i = 0; i < c->n_outputs; i++)
+        if (c->outputs[i].name && strcmp(c->outputs[i].name, name) == 0)
+            return &c->outputs[i];
+    return NULL;
+}
+
+double lacs_cuda_param(const lacs_cuda_call *c, const char *name, double fallback)
+{
+    for (int i = 0; i < c->n_params; i++)
+        if (c->params[i].name && strcmp(c->params[i].name, name) == 0)
+            return c->params[i].value;
+    /* the defaults live in one place: lacs_reference_param_default reads them from the host inputs */
+    lacs_tensor inputs[16];
+    const int n = c->n_inputs < 16 ? c->n_inputs : 16;
+    for (int i = 0; i < n; i++)
+        inputs[i] = (lacs_tensor){.name = c->inputs[i].name, .dtype = c->inputs[i].dtype, .ndim = c->inputs[i].ndim,
+                                  .shape = c->inputs[i].shape, .data = (void *)c->inputs[i].host};
+    double value;
+    if (lacs_reference_param_default(c->op, inputs, n, name, &value))
+        return value;
+    return fallback;
+}
+
+int64_t lacs_cuda_count(const lacs_cuda_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+int lacs_cuda_error(int code, const char *op, const char *fmt, ...)
+{
+    char message[1536];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    return lacs_internal_error(code, op, "%s", message);
+}
+
+int lacs_cuda_unsupported(const char *op, const char *fmt, ...)
+{
+    char message[1536];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    lacs_internal_error(LACS_UNSUPPORTED, op, "builtin:cuda does not implement this case: %s", message);
+    return LACS_UNSUPPORTED;
+}
+
+/* ---- the call ---- */
+
+static size_t dtype_size(lacs_dtype dtype)
+{
+    switch (dtype) {
+    case LACS_BF16:
+        return 2;
+    case LACS_F32:
+        return 4;
+    case LACS_F64:
+    case LACS_I64:
+        return 8;
+    }
+    return 0;
+}
+
+/* The ops builtin:cuda implements (the list: SPEC.md 13). */
+static int implemented(const char *op)
+{
+    static const char *const ops[] = {"delta_rule", "gated_delta_rule", "efla", "rmsnorm", "rmsnorm_vjp", "dyt",
+                                      "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strcmp(op, ops[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void free_tensors(lacs_cuda_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++)
+        lacs_cuda_free(t[i].device);
+}
+
+/* A tensor's shape into its device twin (at most 4 dimensions: every op's are). */
+static int describe(const lacs_tensor *t, lacs_cuda_tensor *d, const char *op)
+{
+    if (t->ndim < 0 || t->ndim > 4)
+        return lacs_cuda_error(LACS_ERR_SHAPE, op, "'%s' has %d dimensions; builtin:cuda takes at most 4", t->name,
+                               t->ndim);
+    memset(d, 0, sizeof *d);
+    d->name = t->name;
+    d->dtype = t->dtype;
+    d->ndim = t->ndim;
+    for (int k = 0; k < t->ndim; k++)
+        d->shape[k] = t->shape[k];
+    d->host = t->data;
+    return LACS_OK;
+}
+
+int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,
+                  lacs_tensor *outputs, int n_outputs)
+{
+    const lacs_op_info *info;
+    int bf16, rc;
+    if ((rc = lacs_builtin_validate_call("builtin:cuda", op, inputs, n_inputs, params, n_params, outputs, n_outputs,
+                                         &info, &bf16)) != LACS_OK)
+        return rc;
+    if (!implemented(op))
+        return lacs_cuda_unsupported(op, "builtin:cuda implements delta_rule, gated_delta_rule, efla, path_attn, "
+                                         "rmsnorm, dyt, dyisru and the norms' VJPs");
+    if (info->family == LACS_FAMILY_RECURRENT || info->family == LACS_FAMILY_ATTENTION)
+        if ((rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params)) != LACS_OK)
+            return rc;
+    if (n_inputs > 16 || n_outputs > LACS_OPS_MAX_OUTPUTS)
+        return lacs_cuda_error(LACS_ERR_INPUT, op, "too many tensors (%d inputs, %d outputs)", n_inputs, n_outputs);
+
+    char why[512];
+    int max_shared = 0;
+    if (lacs_cuda_device_open(&max_shared, why, sizeof why) != 0)
+        return lacs_cuda_error(LACS_ERR_INPUT, op, "builtin:cuda has no device: %s", why);
+
+    lacs_cuda_tensor din[16], dout[LACS_OPS_MAX_OUTPUTS];
+    int n_din = 0, n_dout = 0;
+    rc = LACS_OK;
+    for (int i = 0; i < n_inputs && rc == LACS_OK; i++) {
+        if ((rc = describe(&inputs[i], &din[i], op)) != LACS_OK)
+            break;
+        const size_t bytes = (size_t)lacs_tensor_count(&inputs[i]) * dtype_size(inputs[i].dtype);
+        if (lacs_cuda_alloc(&din[i].device, bytes, why, sizeof why) != 0)
+            rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "input '%s' (%zu bytes): %s", inputs[i].name, bytes, why);
+        else if (n_din = i + 1, lacs_cuda_to_device(din[i].device, inputs[i].data, bytes, why, sizeof why) != 0)
+            rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "input '%s' (%zu bytes): %s", inputs[i].name, bytes, why);
+    }
+    for (int i = 0; i < n_outputs && rc == LACS_OK; i++) {
+        if ((rc = describe(&outputs[i], &dout[i], op)) != LACS_OK)
+            break;
+        const size_t bytes = (size_t)lacs_tensor_count(&outputs[i]) * sizeof(float);
+        if (lacs_cuda_alloc(&dout[i].device, bytes, why, sizeof why) != 0)
+            rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "output '%s' (%zu bytes): %s", outputs[i].name, bytes, why);
+        else if (n_dout = i + 1, lacs_cuda_zero(dout[i].device, bytes, why, sizeof why) != 0)
+            rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "output '%s' (%zu bytes): %s", outputs[i].name, bytes, why);
+    }
+
+    if (rc == LACS_OK) {
+        const lacs_cuda_call c = {.op = op, .bf16 = bf16, .inputs = din, .n_inputs = n_inputs, .params = params,
+                                  .n_params = n_params, .outputs = dout, .n_outputs = n_outputs,
+                                  .max_shared_bytes = max_shared};
+        switch (info->family) {
+        case LACS_FAMILY_RECURRENT:
+            rc = lacs_cuda_recurrent(&c);
+            break;
+        case LACS_FAMILY_NORM:
+            rc = lacs_cuda_norm(&c);
+            break;
+        case LACS_FAMILY_ATTENTION:
+            rc = lacs_cuda_attention(&c);
+            break;
+        case LACS_FAMILY_MESA:
+            rc = lacs_cuda_unsupported(op, "mesa_net");
+            break;
+        }
+        if (rc == LACS_OK && lacs_cuda_synchronize(why, sizeof why) != 0)
+            rc = lacs_cuda_error(LACS_ERR_INPUT, op, "%s", why);
+    }
+    for (int i = 0; i < n_outputs && rc == LACS_OK; i++)
+        if (lacs_cuda_to_host(outputs[i].data, dout[i].device, (size_t)lacs_tensor_count(&outputs[i]) * sizeof(float),
+                              why, sizeof why) != 0)
+            rc = lacs_cuda_error(LACS_ERR_INPUT, op, "output '%s': %s", outputs[i].name, why);
+    free_tensors(din, n_din);
+    free_tensors(dout, n_dout);
+    return rc;
+}
+
+/* The plugin ABI's name for the same call: the library is also an ordinary
+ * plugin (lacs check --impl build/liblacs_cuda.so). */
+int lacs_plugin_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,
+                    lacs_tensor *outputs, int n_outputs)
+{
+    return lacs_cuda_run(op, inputs, n_inputs, params, n_params, outputs, n_outputs);
+}
+
+const char *lacs_cuda_last_error(void) { return lacs_last_error(); }
+
+/* One line for `lacs list`: the device (or why there is none) and whether
+ * builtin:cuda was validated on one. Returns 1 when a device can run it. */
+int lacs_cuda_status(char *text, size_t text_size)
+{
+    char device[384];
+    const int ready = lacs_cuda_describe_device(device, sizeof device);
+    if (validated_on_device)
+        snprintf(text, text_size, "%s; validated on %s", device, validated_on_device);
+    else
+        snprintf(text, text_size, "%s; not validated on a device", device);
+    return ready;
+}

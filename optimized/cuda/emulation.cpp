@@ -1,0 +1,174 @@
+/* builtin:cuda under emulation: the scheduler (emulation.h says what and why).
+ *
+ * A launch runs its blocks one after another. A block's threads are fibers
+ * (ucontext), run round-robin on the calling OS thread; a fiber runs until it
+ * waits (a barrier, a shuffle) or returns. A wait is a counter and a
+ * generation: the last thread to arrive opens the barrier for the others. A
+ * whole round in which no fiber arrives anywhere or returns, while some still
+ * wait, is a deadlock: a barrier not every thread reaches.
+ */
+#include <ucontext.h>
+
+#include "emulation.h"
+
+dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+namespace {
+
+const size_t fiber_stack_bytes = 256 * 1024;
+
+struct barrier {
+    int arrived;
+    unsigned generation;
+};
+
+struct block_state {
+    ucontext_t scheduler;
+    ucontext_t *fibers;
+    unsigned char **stacks;
+    int n_threads;
+    int current;
+    int progress;                 /* set when a fiber arrives at a barrier or returns */
+    barrier block_barrier;
+    barrier *warp_barriers;
+    float *shuffle_slots;         /* one per thread */
+    unsigned char *shared;
+    const std::function<void()> *body;
+};
+
+block_state *running = nullptr;
+
+void set_coordinates(int linear)
+{
+    const unsigned x = blockDim.x, y = blockDim.y;
+    threadIdx = dim3(linear % x, (linear / x) % y, linear / (x * y));
+}
+
+void yield_to_scheduler(void) { swapcontext(&running->fibers[running->current], &running->scheduler); }
+
+/* Waits until `participants` threads have arrived at b. */
+void wait_at(barrier *b, int participants)
+{
+    const unsigned generation = b->generation;
+    running->progress = 1;
+    if (++b->arrived == participants) {
+        b->arrived = 0;
+        b->generation++;
+        return;
+    }
+    while (b->generation == generation)
+        yield_to_scheduler();
+}
+
+/* A fiber's life: the kernel's body, then a mark that it returned (uc_link
+ * takes it back to the scheduler). */
+void fiber_main(void)
+{
+    (*running->body)();
+    running->current = -1;
+}
+
+} // namespace
+
+int nvcuda::wmma::lacs_emulated_lane(void)
+{
+    return running->current % 32;
+}
+
+unsigned char *lacs_emulated_shared_memory(void) { return running->shared; }
+
+void __syncthreads(void) { wait_at(&running->block_barrier, running->n_threads); }
+
+void __syncwarp(unsigned mask)
+{
+    (void)mask;
+    wait_at(&running->warp_barriers[running->current / 32], 32);
+}
+
+float lacs_emulated_shuffle_xor(float value, int lane_mask)
+{
+    const int me = running->current, warp = me / 32;
+    running->shuffle_slots[me] = value;
+    __syncwarp();
+    const float other = running->shuffle_slots[warp * 32 + ((me % 32) ^ lane_mask)];
+    __syncwarp(); /* nobody writes its slot again before every lane has read */
+    return other;
+}
+
+cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body)
+{
+    const int n_threads = (int)(block.x * block.y * block.z);
+    if (n_threads <= 0 || n_threads % 32 != 0 || n_threads > 1024) {
+        fprintf(stderr, "lacs CUDA emulation: a block of %d threads is not 1..32 whole warps\n", n_threads);
+        return cudaErrorInvalidValue;
+    }
+    if (shared_bytes > (size_t)lacs_emulated_shared_memory_per_block) {
+        fprintf(stderr, "lacs CUDA emulation: %zu bytes of shared memory is more than a block has (%d)\n",
+                shared_bytes, lacs_emulated_shared_memory_per_block);
+        return cudaErrorInvalidValue;
+    }
+    block_state state{};
+    state.n_threads = n_threads;
+    state.body = &body;
+    state.fibers = new ucontext_t[n_threads];
+    state.stacks = new unsigned char *[n_threads];
+    state.warp_barriers = new barrier[n_threads / 32]();
+    state.shuffle_slots = new float[n_threads];
+    state.shared = new unsigned char[shared_bytes ? shared_bytes : 1];
+    for (int t = 0; t < n_threads; t++)
+        state.stacks[t] = new unsigned char[fiber_stack_bytes];
+    running = &state;
+    gridDim = grid;
+    blockDim = block;
+
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                blockIdx = dim3(bx, by, bz);
+                memset(state.shared, 0xFF, shared_bytes ? shared_bytes : 1);
+                state.block_barrier = barrier{};
+                for (int w = 0; w < n_threads / 32; w++)
+                    state.warp_barriers[w] = barrier{};
+                bool *finished = new bool[n_threads]();
+                for (int t = 0; t < n_threads; t++) {
+                    getcontext(&state.fibers[t]);
+                    state.fibers[t].uc_stack.ss_sp = state.stacks[t];
+                    state.fibers[t].uc_stack.ss_size = fiber_stack_bytes;
+                    state.fibers[t].uc_link = &state.scheduler;
+                    makecontext(&state.fibers[t], fiber_main, 0);
+                }
+                int live = n_threads;
+                while (live > 0) {
+                    state.progress = 0;
+                    for (int t = 0; t < n_threads; t++) {
+                        if (finished[t])
+                            continue;
+                        state.current = t;
+                        set_coordinates(t);
+                        swapcontext(&state.scheduler, &state.fibers[t]);
+                        if (state.current == -1) { /* it returned (fiber_main) */
+                            finished[t] = true;
+                            live--;
+                            state.progress = 1;
+                        }
+                    }
+                    if (live > 0 && !state.progress) {
+                        fprintf(stderr, "lacs CUDA emulation: block (%u,%u,%u): %d of %d threads wait at a barrier "
+                                        "the others never reach (divergence)\n",
+                                bx, by, bz, live, n_threads);
+                        abort();
+                    }
+                }
+                delete[] finished;
+            }
+
+    running = nullptr;
+    for (int t = 0; t < n_threads; t++)
+        delete[] state.stacks[t];
+    delete[] state.stacks;
+    delete[] state.fibers;
+    delete[] state.warp_barriers;
+    delete[] state.shuffle_slots;
+    delete[] state.shared;
+    return cudaSuccess;
+}

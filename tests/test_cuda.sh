@@ -1,0 +1,62 @@
+#!/bin/bash
+# make test-cuda: builtin:cuda's checks (SPEC.md 13.5), in three parts.
+#   1. the kernels under emulation (build/liblacs_cuda_emulated.so, optimized/cuda/emulation.h) against
+#      every core vector of builtin:cuda's ops: none may fail, and only the per-channel gate (gk) cases,
+#      which builtin:cuda does not implement, may be skipped;
+#   2. the emulated mutant (the state kept in bf16 between chunks) must be rejected;
+#   3. builtin:cuda on the device: the same vectors, all passing; skipped, with the reason, where this
+#      machine has no GPU (always in CI).
+set -u
+BUILD=${BUILD:-build}
+LACS=./$BUILD/lacs
+OPS=delta_rule,gated_delta_rule,efla,path_attn,rmsnorm,rmsnorm_vjp,dyt,dyt_vjp,dyisru,dyisru_vjp
+status=0
+
+# Checks a run's report: a summary line "N passed, 0 failed, S skipped" where every skip is a gk case.
+expect_pass() {
+    local what=$1 report=$2 rc=$3
+    local summary
+    summary=$(tail -n 1 "$report")
+    echo "  $summary"
+    if [ "$rc" -ne 0 ] || ! grep -q " 0 failed," <<<"$summary"; then
+        echo "test-cuda: $what: every case must pass" >&2
+        grep -E "^(FAIL|ERROR|BROKE)" "$report" | head -20 >&2
+        status=1
+    fi
+    local odd_skips
+    odd_skips=$(grep "^SKIP" "$report" | grep -v -- "-gk" || true)
+    if [ -n "$odd_skips" ]; then
+        echo "test-cuda: $what: only the gk cases may be skipped; these were too:" >&2
+        echo "$odd_skips" >&2
+        status=1
+    fi
+}
+
+report=$(mktemp)
+trap 'rm -f "$report"' EXIT
+
+echo "test-cuda: emulated: LACS_CUDA_LIBRARY=$BUILD/liblacs_cuda_emulated.so $LACS check --impl builtin:cuda --op $OPS"
+LACS_CUDA_LIBRARY=$BUILD/liblacs_cuda_emulated.so $LACS check --impl builtin:cuda --op "$OPS" >"$report" 2>&1
+expect_pass "emulated" "$report" $?
+
+echo "test-cuda: the mutant (state in bf16 between chunks) must be rejected"
+LACS_CUDA_LIBRARY=$BUILD/liblacs_cuda_mutant.so $LACS check --impl builtin:cuda --op delta_rule,gated_delta_rule,efla \
+    >"$report" 2>&1
+rc=$?
+summary=$(tail -n 1 "$report")
+echo "  $summary"
+if [ "$rc" -eq 0 ] || grep -q " 0 failed," <<<"$summary"; then
+    echo "test-cuda: the mutant passed: the vectors cannot tell a bf16 state from an fp32 one" >&2
+    status=1
+fi
+
+why=$($LACS list --op rmsnorm 2>/dev/null | grep '^  builtin:cuda ')
+if $LACS check --impl builtin:cuda --op rmsnorm --tier fp32 >/dev/null 2>"$report"; then
+    echo "test-cuda: on the device: $LACS check --impl builtin:cuda --op $OPS"
+    $LACS check --impl builtin:cuda --op "$OPS" >"$report" 2>&1
+    expect_pass "on the device" "$report" $?
+else
+    echo "test-cuda: SKIP on the device: $(cat "$report" | head -n 1)"
+    [ -n "$why" ] && echo "  (lacs list:${why#*builtin:cuda})"
+fi
+exit $status
