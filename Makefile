@@ -365,5 +365,12 @@ $(BUILD)/liblacs_cuda_mutant.so: $(CUDA_MUTANT_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD
 # make test-cuda (part of make test): make cuda must compile; the kernels under emulation must pass every
 # core vector of builtin:cuda's ops (the per-channel gk cases are the only skips) and the mutant must fail;
 # on a machine with a GPU, builtin:cuda itself must pass them, else that part is skipped with the reason.
-test-cuda: $(BUILD)/lacs $(BUILD)/liblacs_cuda.so $(BUILD)/liblacs_cuda_emulated.so $(BUILD)/liblacs_cuda_mutant.so
+test-cuda: $(BUILD)/lacs $(BUILD)/liblacs_cuda.so $(BUILD)/liblacs_cuda_emulated.so $(BUILD)/liblacs_cuda_mutant.so \
+           $(BUILD)/lacs-test-cuda-emulation
 	BUILD=$(BUILD) bash tests/test_cuda.sh
+
+# The emulation's own tests (tests/test_cuda_emulation.cu): it tells a right kernel from a wrong one.
+$(BUILD)/lacs-test-cuda-emulation: tests/test_cuda_emulation.cu $(BUILD)/obj/cuda-emulated/optimized/cuda/emulation.o \
+                                   $(HEADERS) $(CUDA_HEADERS)
+	$(CXX) $(CUDA_EMULATION_FLAGS) -o $@ tests/test_cuda_emulation.cu -x none \
+	    $(BUILD)/obj/cuda-emulated/optimized/cuda/emulation.o

@@ -1,5 +1,7 @@
 #!/bin/bash
-# make test-cuda: builtin:cuda's checks (SPEC.md 13.5), in three parts.
+# make test-cuda: builtin:cuda's checks (SPEC.md 13.5), in four parts.
+#   0. the emulation's own tests (build/lacs-test-cuda-emulation): it catches a missing barrier, a
+#      divergent one, and its products and shuffles are right;
 #   1. the kernels under emulation (build/liblacs_cuda_emulated.so, optimized/cuda/emulation.h) against
 #      every core vector of builtin:cuda's ops: none may fail, and only the per-channel gate (gk) cases,
 #      which builtin:cuda does not implement, may be skipped;
@@ -34,6 +36,12 @@ expect_pass() {
 
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
+
+echo "test-cuda: the emulation's own tests: ./$BUILD/lacs-test-cuda-emulation"
+if ! ./$BUILD/lacs-test-cuda-emulation | sed 's/^/  /'; then
+    echo "test-cuda: the emulation failed its own tests" >&2
+    status=1
+fi
 
 echo "test-cuda: emulated: LACS_CUDA_LIBRARY=$BUILD/liblacs_cuda_emulated.so $LACS check --impl builtin:cuda --op $OPS"
 LACS_CUDA_LIBRARY=$BUILD/liblacs_cuda_emulated.so $LACS check --impl builtin:cuda --op "$OPS" >"$report" 2>&1
