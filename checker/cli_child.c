@@ -125,8 +125,11 @@ static int run_case_in_child(const cli_task *task, lacs_tensor *outputs, int n_o
     lacs_tensor computed[LACS_CHECK_MAX_OUTPUTS];
     lacs_impl_fn fn = task->impl->kind == CLI_IMPL_REFERENCE ? lacs_impl_reference : call_plugin;
     int rc = lacs_check_implementation(v, fn, (void *)task->impl, &unused, computed);
-    if (rc == LACS_UNSUPPORTED)
+    if (rc == LACS_UNSUPPORTED) {
+        if (task->impl->kind == CLI_IMPL_BUILTIN) /* a builtin says why */
+            snprintf(status->message, sizeof status->message, "%s", cli_impl_last_error(task->impl));
         return rc;
+    }
     if (rc != LACS_OK && task->impl->kind == CLI_IMPL_PLUGIN && plugin_return_value != 0)
         snprintf(status->message, sizeof status->message, "plugin returned %d", plugin_return_value);
     else if (rc != LACS_OK)
@@ -206,6 +209,8 @@ int cli_child_start(cli_child *c, const cli_task *task, double timeout_seconds)
         else
             rc = lacs_impl_reference(NULL, task->op, task->inputs, task->n_inputs, task->params, task->n_params,
                                      c->outputs, c->n_outputs);
+        if (rc == LACS_UNSUPPORTED && task->impl->kind == CLI_IMPL_BUILTIN && !task->vector)
+            snprintf(status->message, sizeof status->message, "%s", cli_impl_last_error(task->impl));
         if (rc != 0 && rc != LACS_UNSUPPORTED && !status->message[0] && !task->vector) {
             if (task->impl->kind == CLI_IMPL_PLUGIN)
                 snprintf(status->message, sizeof status->message, "plugin returned %d", rc);
@@ -245,7 +250,9 @@ static void interpret_exit(cli_child *c, int wait_status, int is_reference)
         c->outcome = CLI_RAN;
     } else if (status->rc == LACS_UNSUPPORTED && !is_reference) {
         c->outcome = CLI_UNSUPPORTED;
-        snprintf(c->message, sizeof c->message, "unsupported by the implementation");
+        /* as the Python harness words it: "unsupported by the implementation (why)" */
+        snprintf(c->message, sizeof c->message, "unsupported by the implementation%s%.400s%s",
+                 status->message[0] ? " (" : "", status->message, status->message[0] ? ")" : "");
     } else {
         broke(c, is_reference ? "the reference failed: %s" : "%s", status->message);
     }

@@ -204,7 +204,11 @@ static int compute(const run_options *o, const cli_impl *impl, const lacs_tensor
         cli_child_wait(child);
     cli_child_unblock();
     if (child->outcome == CLI_UNSUPPORTED) {
-        fprintf(stderr, "lacs: %s does not support %s (it returned LACS_UNSUPPORTED)\n", o->impl, o->op);
+        /* the reason, where the implementation gave one: "unsupported by the implementation (why)" */
+        const char *why = strchr(child->message, '(');
+        const int length = why ? (int)strlen(why) - 2 : 0;
+        fprintf(stderr, "lacs: %s does not support %s (it returned LACS_UNSUPPORTED)%s%.*s\n", o->impl, o->op,
+                why ? "; " : "", length > 0 ? length : 0, why ? why + 1 : "");
         return CLI_EXIT_FAILED;
     }
     if (child->outcome != CLI_RAN) {

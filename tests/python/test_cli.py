@@ -416,6 +416,14 @@ class CompareAndRun(CliTestCase):
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertEqual(run.results["gated_delta_rule-fp32-gk"][0], "SKIP")
         self.assertEqual(run.results["gated_delta_rule-fp32-t129"][0], "PASS")
+        with open(self.path("cuda.json")) as f:
+            gk = next(c for c in json.load(f)["cases"] if c["id"] == "gated_delta_rule-fp32-gk")
+        self.assertIn("unsupported by the implementation (", gk["message"])
+        self.assertIn("per-channel decay gk", gk["message"])
+        run = self.lacs("run", "--op", "gated_delta_rule", "--impl", "builtin:cuda", "--in",
+                        vector_path("gated_delta_rule-fp32-gk"), "--out", self.path("gk.safetensors"), env=env)
+        self.assertEqual(run.returncode, 1)
+        self.assertIn("LACS_UNSUPPORTED); gated_delta_rule: builtin:cuda does not implement this case", run.stderr)
 
     def test_compare_fails_a_perturbed_or_incomplete_candidate(self):
         v = vectors.load_vector(vector_path(self.CASE))
