@@ -144,7 +144,7 @@ static int open_cuda(cli_impl *impl)
     char why[1200];
     cuda_status_fn status;
     if (cuda_load(&impl->library, &impl->run, &impl->last_error, &status, why, sizeof why) != 0)
-        return cli_error("builtin:cuda is %s", why);
+        return cli_error("builtin:cuda is unavailable: %s", why);
     if (!cuda_probe(status, why, sizeof why)) {
         cli_impl_close(impl);
         return cli_error("builtin:cuda cannot run here: %s", why);

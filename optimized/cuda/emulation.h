@@ -49,7 +49,6 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(threads)
-#define __restrict__ __restrict
 
 /* ---- the built-in variables ---- */
 
@@ -61,11 +60,8 @@ struct dim3 {
 /* The running fiber's coordinates: set by the scheduler before each switch. */
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 
-struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
-struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
-static inline float2 make_float2(float x, float y) { return float2{x, y}; }
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 /* ---- the runtime API the host code uses ---- */
@@ -132,17 +128,8 @@ static inline double __shfl_xor_sync(unsigned mask, double value, int lane_mask,
     return value;
 }
 
-/* The threads of a block run one at a time: read-modify-write is atomic. */
-static inline float atomicAdd(float *p, float v) { float old = *p; *p = old + v; return old; }
-static inline int atomicAdd(int *p, int v) { int old = *p; *p = old + v; return old; }
-
 /* ---- device math ---- */
 
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline float __fdividef(float a, float b) { return a / b; }
-static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-static inline int __float_as_int(float x) { int i; memcpy(&i, &x, sizeof i); return i; }
-static inline float __int_as_float(int i) { float x; memcpy(&x, &i, sizeof x); return x; }
 static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, sizeof i); return i; }
 static inline float __uint_as_float(unsigned i) { float x; memcpy(&x, &i, sizeof x); return x; }
 template <typename T> static inline T __ldg(const T *p) { return *p; }

@@ -65,11 +65,10 @@ const int max_padded_k = 256;
 enum step_kind { STEP_BETA = 1, STEP_EFLA = 2 };
 
 /* A chunk: its first token (flattened over B x T, or the packed row with
- * cu_seqlens), its length, and its sequence. */
+ * cu_seqlens) and its length. */
 struct chunk_entry {
     int64_t t0;
     int n;
-    int seq;
 };
 
 /* What every kernel needs, passed by value. Token t of q/k head h: ((t H + h)
@@ -613,8 +612,7 @@ int lacs_cuda_recurrent(const lacs_cuda_call *c)
         const int64_t start = offsets ? offsets[s] : s * p.T, length = offsets ? offsets[s + 1] - offsets[s] : p.T;
         first[s] = (int)ci;
         for (int64_t t0 = start; t0 < start + length; t0 += chunk_size, ci++)
-            chunks[ci] = chunk_entry{t0, (int)(start + length - t0 < chunk_size ? start + length - t0 : chunk_size),
-                                     (int)s};
+            chunks[ci] = chunk_entry{t0, (int)(start + length - t0 < chunk_size ? start + length - t0 : chunk_size)};
     }
     first[n_seqs] = (int)ci;
 

@@ -139,7 +139,7 @@ class Usage(CliTestCase):
                                "LACS_THREADS=0")
         no_library = dict(os.environ, LACS_CUDA_LIBRARY=self.path("absent.so"))
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda", env=no_library),
-                               "builtin:cuda is not built", "absent.so", "make cuda")
+                               "builtin:cuda is unavailable: not built", "absent.so", "make cuda")
         no_symbols = dict(os.environ, LACS_CUDA_LIBRARY=plugin("nosymbol"))
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda", env=no_symbols),
                                "nosymbol.so", "lacs_cuda_run")
