@@ -175,7 +175,7 @@ class List(CliTestCase):
         self.assertIn("the optimized CPU implementation (lacs_cpu_run)", run.stdout)
         cuda = next(line for line in run.lines if line.startswith("  builtin:cuda "))
         self.assertIn("the CUDA implementation (lacs_cuda_run)", cuda)
-        self.assertIn("not validated on a device", cuda)
+        self.assertIn("validated on NVIDIA H100", cuda)
 
     def test_ops_comma_separated_or_repeated(self):
         a = self.lacs("list", "--op", "softcap,dyt")

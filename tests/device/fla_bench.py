@@ -1,0 +1,57 @@
+"""fla's Triton chunk_gated_delta_rule on the shapes of make bench-cuda (SPEC.md 13.7), for comparison.
+
+Run on a GPU machine where fla (PyPI: flash-linear-attention / fla-core) and torch are installed:
+    python3 tests/device/fla_bench.py
+Prints, per shape, the median time of the forward (triton.testing.do_bench) and TFLOP/s by SPEC 13.2's
+count of the chunked algorithm's products, so the figure is comparable with lacs-bench-cuda's line.
+fla's code is not part of lacs; it is imported from the installed package.
+"""
+import sys
+
+import torch
+import triton
+
+try:
+    import fla
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+except Exception as e:  # noqa: BLE001
+    print(f"fla_bench: fla not importable: {e}")
+    sys.exit(2)
+
+
+def flops(T, H, K, V, C=64):
+    total = 0
+    for start in range(0, T, C):
+        n = min(C, T - start)
+        total += 6 * n * K * V + 6 * n * n * K + 4 * n * n * V + n ** 3 / 3
+    return total * H
+
+
+def run(B, T, H, K, V, dtype=torch.bfloat16):
+    torch.manual_seed(0)
+    dev = "cuda"
+    q = torch.randn(B, T, H, K, device=dev, dtype=dtype)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dtype)
+    v = torch.randn(B, T, H, V, device=dev, dtype=dtype)
+    beta = (0.1 + 0.8 * torch.rand(B, T, H, device=dev)).to(dtype)
+    g = (-0.1 * torch.rand(B, T, H, device=dev)).float()
+    h0 = torch.zeros(B, H, K, V, device=dev, dtype=torch.float32)
+
+    def fwd():
+        return chunk_gated_delta_rule(q, k, v, g, beta, scale=K ** -0.5, initial_state=h0,
+                                      output_final_state=True)
+
+    with torch.no_grad():
+        fwd()
+        torch.cuda.synchronize()
+        ms = triton.testing.do_bench(fwd, warmup=100, rep=500, return_mode="median")
+    tf = flops(T, H, K, V) * B / (ms * 1e-3) / 1e12
+    print(f"fla chunk_gated_delta_rule {str(dtype).split('.')[-1]} B={B} T={T} H={H} K={K} V={V}  {ms:9.3f} ms  {tf:7.1f} TFLOP/s")
+
+
+if __name__ == "__main__":
+    print(f"fla {getattr(fla, '__version__', '?')}, torch {torch.__version__}, triton {triton.__version__}, "
+          f"{torch.cuda.get_device_name()}")
+    run(1, 16384, 16, 128, 128)
+    run(1, 8192, 8, 128, 128)
+    run(1, 4096, 16, 128, 128)
