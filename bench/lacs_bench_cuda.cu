@@ -1,5 +1,5 @@
 /* make bench-cuda: builtin:cuda's speed against the GPU's own limits,
- * measured in the same run (SPEC.md 13.7, bench/README.md).
+ * measured in the same run (optimized/cuda/README.md section 7, bench/README.md).
  *
  * Anchors: cuBLAS bf16 GEMM (8192^3, fp32 accumulation) in TFLOP/s, and a
  * device-to-device copy (1 GiB) in GB/s (bytes read + bytes written). Then
@@ -7,7 +7,7 @@
  * _attention) on tensors already on the device, timed with CUDA events over
  * repetitions after a warm-up, one line each:
  *   op tier shape  time_ms  TFLOP/s (ratio to the GEMM)  or  GB/s (ratio to the copy)
- * The chunked kernels count the flops of their products (SPEC.md 13.2); the
+ * The chunked kernels count the flops of their products (optimized/cuda/README.md section 2); the
  * norms count the bytes they must move (inputs read, F32 outputs written).
  * Targets (the issue): gated_delta_rule bf16 at T = 16384, H = HV = 16,
  * K = V = 128 at >= 0.30 of the GEMM; dyt and dyisru at >= 0.80 of the copy.

@@ -1,7 +1,8 @@
 /* The checks every built-in optimized implementation (builtin:cpu,
  * builtin:cuda) makes on a plugin-ABI call before computing anything
- * (SPEC.md 12.1, 13.1): one implementation, in liblacs, so that the two
- * accept and refuse the same calls with the same words.
+ * (optimized/cpu/README.md section 1, optimized/cuda/README.md section 1):
+ * one implementation, in liblacs, so that the two accept and refuse the same
+ * calls with the same words.
  */
 #ifndef LACS_OPTIMIZED_VALIDATE_H
 #define LACS_OPTIMIZED_VALIDATE_H

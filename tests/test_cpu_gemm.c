@@ -1,4 +1,4 @@
-/* builtin:cpu's GEMM kernels (optimized/cpu/gemm_*.c, SPEC.md 12), for every
+/* builtin:cpu's GEMM kernels (optimized/cpu/gemm_*.c, optimized/cpu/README.md), for every
  * instruction set this CPU has (the others are skipped with a message):
  *   sgemm_*, bgemm_*  C (+)= A B against the exact product (double) on the
  *                     chunk algorithm's shapes, small and odd ones, k = 1,

@@ -1,4 +1,4 @@
-/* builtin:cpu's norm family (optimized/cpu/norms*.c, SPEC.md 12): its tanh
+/* builtin:cpu's norm family (optimized/cpu/norms*.c, optimized/cpu/README.md): its tanh
  * and sech^2, the functions under DyT, softcap and their VJPs, and the ops'
  * edge cases and determinism, for every instruction set this CPU has (the
  * others are skipped with a message):

@@ -1,4 +1,4 @@
-/* The CUDA emulation's own tests (make test-cuda; SPEC.md 13.5): that it can
+/* The CUDA emulation's own tests (make test-cuda; optimized/cuda/README.md section 5): that it can
  * tell a right kernel from a wrong one, since make test-cuda's verdict on
  * builtin:cuda rests on it. Compiled by the host C++ compiler with
  * -DLACS_CUDA_EMULATION, like the kernels; prints one line per test, exits 1

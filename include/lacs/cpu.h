@@ -1,4 +1,4 @@
-/* lacs: builtin:cpu, the optimized CPU implementation (SPEC.md 12).
+/* lacs: builtin:cpu, the optimized CPU implementation (optimized/cpu/README.md).
  *
  * Every op of the golden vectors, fast: the recurrent family by the chunkwise
  * WY/UT algorithm (chunks of 64, GEMMs between chunks) with a recurrent path

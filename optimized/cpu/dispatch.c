@@ -1,5 +1,5 @@
 /* builtin:cpu: choosing the instruction set and the threads, validating a
- * call, and handing it to its family (SPEC.md 12).
+ * call, and handing it to its family (README.md).
  *
  * Read top to bottom: the instruction sets (what the CPU has, LACS_ISA), the
  * threads (LACS_THREADS, a parallel for on pthreads), the small helpers the

@@ -1,6 +1,6 @@
 /* builtin:cpu GEMM kernels for AVX-512 (F, BW, VL, DQ, BF16 and FMA): the
  * products between chunks of the recurrent family (H9's matrix form, the
- * WY/UT representation) and the blocks of the attention forms (SPEC.md 12).
+ * WY/UT representation) and the blocks of the attention forms (README.md).
  *
  * DECISION: sgemm is the microkernel below, not OpenBLAS's cblas_sgemm: at
  * the chunk algorithm's shapes it is twice as fast as the OpenBLAS that lacs

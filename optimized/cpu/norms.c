@@ -1,4 +1,4 @@
-/* builtin:cpu, the norm family (SPEC.md 12): rmsnorm (N2), dyt (N1), dyisru
+/* builtin:cpu, the norm family (README.md): rmsnorm (N2), dyt (N1), dyisru
  * (N5), softcap (N6), l2norm (SPEC.md 3) and their VJPs (SPEC.md 4.18).
  *
  * Read top to bottom: the kernel table of the chosen instruction set, the

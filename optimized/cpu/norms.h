@@ -1,4 +1,4 @@
-/* builtin:cpu, the norm family's kernels (SPEC.md 12): one table of
+/* builtin:cpu, the norm family's kernels (README.md): one table of
  * function pointers per instruction set. norms.c validates a call, splits it
  * into blocks of rows, runs the blocks on threads and reduces the per-block
  * sums; the kernels here do the arithmetic of one block or one row.

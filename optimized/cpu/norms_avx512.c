@@ -8,7 +8,7 @@
  *           2.61 ulp, exact at +-0 (sign kept),
  *           +-inf (+-1), NaN, and for |u| < 2^-12 and |u| >= 9.5. A fifth of
  *           the work of a correctly rounded form: DyT must run at the speed
- *           of memory (SPEC.md 12).
+ *           of memory (README.md).
  *   sech^2  4e / (1 + e)^2, e = exp(-2|u|) (SPEC.md 4.18), every rounding
  *           but the last recovered: at most 1.01 ulp; returned as a mantissa
  *           and a power of two, so that the VJPs' products are rounded once

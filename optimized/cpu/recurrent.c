@@ -1,4 +1,4 @@
-/* builtin:cpu, the recurrent family (SPEC.md 12.2): linear_attn (H2),
+/* builtin:cpu, the recurrent family (optimized/cpu/README.md section 2): linear_attn (H2),
  * linear_attn_postnorm (H3), retention, simple_gla, gla (H4), delta_rule
  * (H6), gated_delta_rule with g or gk (H8 first form), comba (H8 second form)
  * and efla (E5), by the chunkwise WY/UT algorithm (H7 per chunk, H9 within

@@ -9,7 +9,7 @@
  * softmax_j(l_ij) v_j. Value head hv reads q/k/w head hv / (HV / H) and its
  * own beta, g and v.
  *
- * The algorithm: builtin:cpu's blocked form (SPEC.md 12.5) as a
+ * The algorithm: builtin:cpu's blocked form (optimized/cpu/README.md section 5) as a
  * FlashAttention-style forward. Each sequence is cut into blocks of BT tokens
  * (64, or 32/16 when the head sizes need less shared memory); the same blocks
  * are query blocks, key blocks and blocks of transitions.

@@ -1,5 +1,5 @@
 /* builtin:cuda, internal: what dispatch.c (C) and the family files (*.cu,
- * CUDA C++) share (SPEC.md 13).
+ * CUDA C++) share (README.md).
  *
  * dispatch.c validates a call with the same checks as builtin:cpu
  * (lacs_builtin_validate_call), copies every input to the device as it is

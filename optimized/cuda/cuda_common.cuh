@@ -1,4 +1,4 @@
-/* builtin:cuda: the device helpers every family file uses (SPEC.md 13.1).
+/* builtin:cuda: the device helpers every family file uses (optimized/cuda/README.md section 1).
  *
  * Compiled by nvcc for the GPU, or with -DLACS_CUDA_EMULATION by the host C++
  * compiler for the emulation (emulation.h, whose four rules every kernel

@@ -1,4 +1,4 @@
-/* builtin:cuda: the library's entry points (SPEC.md 13).
+/* builtin:cuda: the library's entry points (README.md).
  *
  * build/liblacs_cuda.so (make cuda) exports lacs_cuda_run, the plugin ABI v1
  * call (also under its plugin name, lacs_plugin_run), lacs_cuda_last_error
@@ -23,7 +23,7 @@
 #include "lacs/types.h"
 
 /* Where builtin:cuda has been run against every golden vector on a GPU
- * (SPEC.md 13.6), and for which ops: an op added since is not covered by it.
+ * (optimized/cuda/README.md section 6), and for which ops: an op added since is not covered by it.
  * The run and its figures: README.md, "builtin:cuda". */
 static const char *const validated_on_device =
     "NVIDIA H100 80GB HBM3 (driver 580.159.04, CUDA 13.0) on 2026-11-25, memcheck and racecheck clean, for "
@@ -109,7 +109,7 @@ static size_t dtype_size(lacs_dtype dtype)
     return 0;
 }
 
-/* The ops builtin:cuda implements (the list: SPEC.md 13). */
+/* The ops builtin:cuda implements (the list: README.md). */
 static int implemented(const char *op)
 {
     static const char *const ops[] = {"delta_rule", "gated_delta_rule", "efla", "rmsnorm", "rmsnorm_vjp", "dyt",

@@ -1,5 +1,5 @@
 /* builtin:cuda under emulation: the CUDA kernels of optimized/cuda/ compiled
- * by the host C++ compiler and run on the CPU (SPEC.md 13.5).
+ * by the host C++ compiler and run on the CPU (optimized/cuda/README.md section 5).
  *
  * Why: most machines that build lacs have no GPU, CI never has one, and a
  * kernel nobody ran is a kernel nobody knows to be right. Compiled with

@@ -1,4 +1,4 @@
-/* builtin:cuda, the norm family (SPEC.md 13): rmsnorm (N2) and its VJP (N3),
+/* builtin:cuda, the norm family (README.md): rmsnorm (N2) and its VJP (N3),
  * DyT (N1), DyISRU (N5) and their VJPs (SPEC.md 4.14-4.18). softcap and
  * l2norm are not implemented here (LACS_UNSUPPORTED).
  *
@@ -36,7 +36,7 @@
  *    bit for bit from run to run (for one grid shape, which depends on
  *    (rows, dim) and the number of SMs only).
  *
- * Numerics (the tiers of SPEC.md 11.1; builtin:cpu's choices, SPEC.md 12.6).
+ * Numerics (the tiers of SPEC.md 11.1; builtin:cpu's choices, ../cpu/README.md section 6).
  *  - DyT: y = fma(w, tanhf(alpha x), b), alpha x one fp32 rounding; below
  *    |alpha x| = 2^-12, where tanh(u) = u to fp32 rounding, y = fma(w alpha,
  *    x, b), so that a subnormal alpha x keeps x's digits.

@@ -1,4 +1,4 @@
-/* builtin:cuda, the delta-rule family (SPEC.md 13.2): delta_rule (H6),
+/* builtin:cuda, the delta-rule family (optimized/cuda/README.md section 2): delta_rule (H6),
  * gated_delta_rule with a scalar gate g (H8, first form) and efla (E5), by
  * the chunkwise WY/UT algorithm (H7 per chunk, H9 within it) on tensor cores,
  * with a fused recurrent kernel for decoding.

@@ -1,8 +1,8 @@
-"""fla's Triton chunk_gated_delta_rule on the shapes of make bench-cuda (SPEC.md 13.7), for comparison.
+"""fla's Triton chunk_gated_delta_rule on the shapes of make bench-cuda (optimized/cuda/README.md section 7), for comparison.
 
 Run on a GPU machine where fla (PyPI: flash-linear-attention / fla-core) and torch are installed:
     python3 tests/device/fla_bench.py
-Prints, per shape, the median time of the forward (triton.testing.do_bench) and TFLOP/s by SPEC 13.2's
+Prints, per shape, the median time of the forward (triton.testing.do_bench) and TFLOP/s by optimized/cuda/README.md section 2's
 count of the chunked algorithm's products, so the figure is comparable with lacs-bench-cuda's line.
 fla's code is not part of lacs; it is imported from the installed package.
 """

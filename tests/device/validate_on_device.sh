@@ -1,5 +1,5 @@
 #!/bin/bash
-# builtin:cuda's validation on a GPU (SPEC.md 13.6), in one run, with every log under $OUT (default
+# builtin:cuda's validation on a GPU (optimized/cuda/README.md section 6), in one run, with every log under $OUT (default
 # build/device): the device and toolkit; make test-cuda's script (its device part runs); lacs check
 # --impl builtin:cuda over every core vector; compute-sanitizer memcheck and racecheck over the same;
 # lacs-bench-cuda; and, where fla is installed, fla's Triton chunk_gated_delta_rule on the same shapes.
