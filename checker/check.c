@@ -142,6 +142,8 @@ int lacs_vector_load(const char *path, lacs_vector *v)
     const cJSON *tier = cJSON_GetObjectItemCaseSensitive(root, "tier");
     const cJSON *reason = cJSON_GetObjectItemCaseSensitive(root, "reason");
     const cJSON *flags = cJSON_GetObjectItemCaseSensitive(root, "flags");
+    const cJSON *level = cJSON_GetObjectItemCaseSensitive(root, "level");
+    const cJSON *level_reason = cJSON_GetObjectItemCaseSensitive(root, "level_reason");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "params");
     const cJSON *dims = cJSON_GetObjectItemCaseSensitive(root, "dims");
     const cJSON *outputs = cJSON_GetObjectItemCaseSensitive(root, "outputs");
@@ -152,11 +154,16 @@ int lacs_vector_load(const char *path, lacs_vector *v)
         rc = load_error(v, LACS_ERR_FORMAT, "metadata: missing or unknown op");
     else if (strcmp(tier->valuestring, "fp32") != 0 && strcmp(tier->valuestring, "bf16") != 0)
         rc = load_error(v, LACS_ERR_FORMAT, "metadata: tier must be fp32 or bf16");
+    else if (level && (!cJSON_IsString(level) ||
+                       (strcmp(level->valuestring, "required") != 0 && strcmp(level->valuestring, "strict") != 0)))
+        rc = load_error(v, LACS_ERR_FORMAT, "metadata: level must be \"required\" or \"strict\"");
     if (rc == LACS_OK) {
         snprintf(v->id, sizeof v->id, "%s", id->valuestring);
         snprintf(v->op, sizeof v->op, "%s", info->name);
         snprintf(v->tier, sizeof v->tier, "%s", tier->valuestring);
         v->reason = strdup(cJSON_IsString(reason) ? reason->valuestring : "");
+        v->strict = level && strcmp(level->valuestring, "strict") == 0;
+        v->level_reason = strdup(cJSON_IsString(level_reason) ? level_reason->valuestring : "");
         const cJSON *flag;
         cJSON_ArrayForEach(flag, flags) if (cJSON_IsString(flag) &&
                                              strlen(v->flags) + strlen(flag->valuestring) + 2 < sizeof v->flags)
@@ -292,6 +299,7 @@ void lacs_vector_free(lacs_vector *v)
     for (int i = 0; i < v->n_owned; i++)
         free(v->owned[i]);
     free(v->reason);
+    free(v->level_reason);
     lacs_safetensors_free(&v->file);
     memset(v, 0, sizeof *v);
 }

@@ -63,6 +63,11 @@ typedef struct {
     char id[160], op[48], tier[8];
     char *reason;                                   /* malloc'd */
     char flags[512];                                /* space-separated */
+    /* The conformance level (SPEC.md 11): 0 required (also when the metadata
+     * has no "level"), 1 strict ("level": "strict"), with its reason
+     * ("level_reason", malloc'd; "" when none). */
+    int strict;
+    char *level_reason;
     char *metadata;                                 /* the raw `lacs` JSON (points into file) */
     /* the inputs as stored (F32, BF16; cu_seqlens I64), data aligned copies */
     lacs_tensor inputs[LACS_CHECK_MAX_INPUTS];
