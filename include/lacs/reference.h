@@ -1,7 +1,7 @@
 /* lacs reference, in double: the specification in code (SPEC.md).
  *
  * Every function here is slow, scalar and computed in double. Each cites the
- * formula label it implements (H1..H15, E1..E7, N1..N6: ../shared/seeds/README.md).
+ * formula label it implements (H1..H15, E1..E7, N1..N6: SPEC.md 1.4).
  * The same source is compiled a second time in long double with the suffix
  * _ld (lacs/reference_ld.h), so the golden outputs' own error is known.
  *
