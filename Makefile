@@ -18,6 +18,8 @@
 #   make vectors-full    generate the full set into vectors/full and check it against MANIFEST-full.json
 #   make vectors-check   regenerate the core set in build/ and compare it with the committed one
 #   make fuzz            fuzz the C safetensors reader (clang libFuzzer) for FUZZ_SECONDS
+#   make install         PREFIX (default /usr/local), DESTDIR: the headers, liblacs.so (soname liblacs.so.1) and
+#                        liblacs.a, the lacs program, lacs.pc for pkg-config, the core vectors in share/lacs
 #   make clean
 #
 # The reference (reference/*.c except error.c and validate.c) is compiled twice:
@@ -66,6 +68,7 @@ LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
 .PHONY: all lib check selfcheck test test-c test-cpu test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo \
+        install test-install \
         bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
 all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/lacs
@@ -93,8 +96,11 @@ $(BUILD)/liblacs.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The shared library's soname carries the ABI's major version (LACS_SO_MAJOR): a program linked against
+# liblacs.so.1 keeps loading any 1.x (make install).
+LACS_SO_MAJOR := 1
 $(BUILD)/liblacs.so: $(LIB_OBJ)
-	$(CC) -shared $(LDFLAGS_LACS) -o $@ $^ $(LIBS)
+	$(CC) -shared -Wl,-soname,liblacs.so.$(LACS_SO_MAJOR) $(LDFLAGS_LACS) -o $@ $^ $(LIBS)
 
 $(BUILD)/lacs-selfcheck: checker/selfcheck.c $(BUILD)/liblacs.a $(HEADERS)
 	$(CC) $(CFLAGS_LACS) -o $@ checker/selfcheck.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
@@ -184,7 +190,7 @@ $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 
 # make test: the C suites, the Python reader/oracle/schema suites, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-cpu test-cuda test-python vectors-check fuzz
+test: test-c test-cpu test-cuda test-python test-install vectors-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
@@ -214,6 +220,32 @@ test-sanitize:
 
 clean:
 	rm -rf build build-sanitize build-fuzz
+
+# make install: what a C project needs to build a plugin or call the reference (`pkg-config --cflags --libs lacs`),
+# the lacs program, and the core vectors (LACS_VECTORS=$(PREFIX)/share/lacs/vectors/core for lacs outside the
+# repository). The version is the spec's (include/lacs/types.h). tests/test_install.sh checks it (make test).
+PREFIX ?= /usr/local
+DESTDIR ?=
+LACS_VERSION := $(shell sed -n 's/^\#define LACS_SPEC_VERSION "\(.*\)"/\1/p' include/lacs/types.h)
+install: $(BUILD)/liblacs.so $(BUILD)/liblacs.a $(BUILD)/lacs
+	@test -n "$(LACS_VERSION)" || { echo "make install: no LACS_SPEC_VERSION in include/lacs/types.h" >&2; exit 1; }
+	install -d $(DESTDIR)$(PREFIX)/include/lacs $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/share/lacs/vectors
+	install -m 644 include/lacs/*.h $(DESTDIR)$(PREFIX)/include/lacs/
+	install -m 755 $(BUILD)/liblacs.so $(DESTDIR)$(PREFIX)/lib/liblacs.so.$(LACS_VERSION)
+	ln -sf liblacs.so.$(LACS_VERSION) $(DESTDIR)$(PREFIX)/lib/liblacs.so.$(LACS_SO_MAJOR)
+	ln -sf liblacs.so.$(LACS_SO_MAJOR) $(DESTDIR)$(PREFIX)/lib/liblacs.so
+	install -m 644 $(BUILD)/liblacs.a $(DESTDIR)$(PREFIX)/lib/liblacs.a
+	install -m 755 $(BUILD)/lacs $(DESTDIR)$(PREFIX)/bin/lacs
+	cp -R vectors/core vectors/MANIFEST.json vectors/schema $(DESTDIR)$(PREFIX)/share/lacs/vectors/
+	{ echo 'prefix=$(PREFIX)'; echo 'libdir=$${prefix}/lib'; echo 'includedir=$${prefix}/include'; echo; \
+	  echo 'Name: lacs'; echo 'Description: Linear-Attention Conformance Suite: the reference, the checker, the plugin ABI'; \
+	  echo 'Version: $(LACS_VERSION)'; echo 'Cflags: -I$${includedir}'; echo 'Libs: -L$${libdir} -llacs'; \
+	  echo 'Libs.private: $(LIBS)'; } > $(DESTDIR)$(PREFIX)/lib/pkgconfig/lacs.pc
+	@echo "make install: lacs $(LACS_VERSION) in $(DESTDIR)$(PREFIX) (pkg-config: PKG_CONFIG_PATH=$(DESTDIR)$(PREFIX)/lib/pkgconfig)"
+
+test-install: $(BUILD)/liblacs.so $(BUILD)/liblacs.a $(BUILD)/lacs
+	BUILD=$(BUILD) bash tests/test_install.sh
 
 # ---- the zoo (SPEC.md 11.6): legitimate implementations and realistic bugs, as ABI v1 plugins ----
 # tests/zoo/NAME.c -> $(BUILD)/zoo/NAME.so; -DZOO_FMA=1 variants -> $(BUILD)/zoo/NAME_fma.so (explicit fmaf(),
