@@ -2,9 +2,10 @@
  *
  * A first-order, probabilistic error model in the manner of Higham and Mary's
  * probabilistic rounding error analysis: a legitimate implementation's result
- * is the exact result of slightly perturbed data (inputs, and for the fp32
- * tier the state it rounds at each token), the perturbations independent,
- * of relative size about u. The gauge measures how much the op's result moves
+ * is the exact result of slightly perturbed data (the inputs at the tier's
+ * u; at binary32's u in both tiers, the log decays' prefix sums and exp, and
+ * the state it rounds at each token), the perturbations independent but for
+ * exp's, which is the same for equal values. The gauge measures how much the op's result moves
  * under such perturbations, by running the reference on them; the checker
  * scales it by the tier's u. It is computed, not derived by hand per op, so
  * that every op (cancellation, conditioning, saturation) gets its own.
@@ -48,7 +49,7 @@ static double random_sign(lacs_rng *rng, uint64_t *bits, int *left)
  *   absolute error of about u32 C_t, C_t the sum of |g_s| over the tokens
  *   s <= t of its sequence within a window (64 tokens, a chunk, for the
  *   recurrent ops and MesaNet; the whole sequence for the attention forms).
- *   Modelled by moving gate t by +- delta C_t, the signs independent. An
+ *   Modelled by moving gate t by +- delta b C_t, the signs independent. An
  *   infinite gate (a hard reset) stays as it is and adds nothing to the sums.
  * - exp (or exp2, log) of the gate: a few ulp of relative error in the
  *   factor, i.e. an absolute error of a few u32 in the log gate, and the
@@ -56,12 +57,12 @@ static double random_sign(lacs_rng *rng, uint64_t *bits, int *left)
  *   function, so a constant decay (g_gamma, a constant g) makes the same
  *   error at every token and it accumulates over the decay's horizon
  *   1 / (1 - exp(g)), not as a random walk. Modelled by moving every gate by
- *   +- delta LACS_GAUGE_EXP_ERROR with a sign that is a hash of the gate's
+ *   +- delta b LACS_GAUGE_EXP_ERROR with a sign that is a hash of the gate's
  *   value (and the sample): equal values move together, distinct values
  *   independently.
  *
- * Both are binary32 errors: in the bf16 tier, whose gauge is in units of
- * bf16's u, they are scaled by `binary32` = u32 / u_bf16 = 2^-16. */
+ * Both are binary32 errors: b (`binary32`) = u32 / u, 1 in fp32 and 2^-16 in
+ * the bf16 tier, whose gauge is in units of bf16's u. */
 static int is_log_gate(const char *name)
 {
     return strcmp(name, "g") == 0 || strcmp(name, "gk") == 0 || strcmp(name, "g_gamma") == 0;
@@ -177,7 +178,8 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
                 memcpy(exact, x, (size_t)n * sizeof(double));
                 const int64_t window =
                     info->family == LACS_FAMILY_ATTENTION && inputs[i].ndim >= 2 ? inputs[i].shape[1] : 64;
-                perturb_gates(&inputs[i], exact, x, cu_seqlens, n_offsets, window, binary32, key, &rng, &bits, &left);
+                perturb_gates(&inputs[i], exact, x, cu_seqlens, n_offsets, window, binary32, key, &rng, &bits,
+                              &left);
                 free(exact);
                 continue;
             }

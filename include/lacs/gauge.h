@@ -16,8 +16,15 @@
 extern "C" {
 #endif
 
-/* The constants of the tolerance model (SPEC.md 11.3), written into every
- * vector's metadata by the generator; the checker reads them from there. */
+/* The constants of the tolerance model (SPEC.md 11.3 gives each its reason),
+ * written into every vector's metadata by the generator; the checker reads
+ * them from there. c_n: the gauge predicts a block's error up to a factor of
+ * order one (the zoo's worst legitimate block: 0.22 of the bound). c_e = 4 c_n:
+ * the largest of many errors over their RMS, and the 16-sample gauge's noise.
+ * The floor, per tier: fp32 c_n / c_e (no element held tighter than its block's
+ * RMS allowance: autograd's 1 - tanh^2 VJPs), bf16 1/8 (the 16-sample noise of
+ * fla's bf16 intermediates, while half outputs still fail the tier's most
+ * ill-conditioned outputs). */
 #define LACS_TOLERANCE_NORMWISE_FACTOR 6.0
 #define LACS_TOLERANCE_ELEMENTWISE_FACTOR 24.0
 #define LACS_TOLERANCE_FLOOR_FRACTION_FP32 0.25
