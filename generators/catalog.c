@@ -37,6 +37,8 @@ static const lacs_flag_info flag_table[] = {
     {"ZeroGate", "g = 0 exactly (fla #104): log-space gates dividing by zero or masking it"},
     {"StrongDecay", "g very negative: underflow to 0 and exp of large differences in chunked forms"},
     {"MixedGate", "zero, mild and strong gates mixed: per-token gate indexing"},
+    {"ConstantDecay", "the same decay at every token over T >= 4096: exp's error, made the same at every token, "
+                      "accumulates over the horizon 1 / (1 - exp(g))"},
     {"PerChannelGate", "a per-key-channel decay (gk, KDA) applied on the wrong side of the state"},
     {"BetaZero", "beta = 0: the write and erase terms must vanish together"},
     {"BetaOne", "beta = 1: the plain delta rule"},
@@ -164,6 +166,49 @@ static const lacs_case particular[] = {
      "q:uniform(0,1) k:uniform(0,0.25) v:uniform(0,1)", NULL, 0, "LongSequence",
      "positive feature maps (elu + 1) and positive values (the normaliser sum of phi(k)): the state grows "
      "like t, so a state kept in bf16 stops absorbing the updates"},
+    /* constant decays over long sequences: exp's error, the same at every token, accumulates over the horizon */
+    {"retention", "t4096-retnet8", LACS_TIER_FP32, LACS_SET_CORE, SEQ(1, 4096, 1, 8, 8, 2), NULL,
+     "q:normal k:normal(0.25) v:normal g_gamma:retnet", NULL, 0, "LongSequence ConstantDecay",
+     "RetNet's eight heads, horizons 32 to 4096, over 4096 tokens: an exp a few ulp off errs the same way at "
+     "every token"},
+    {"simple_gla", "t4096-const", LACS_TIER_FP32, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 8, 8), NULL,
+     "q:normal k:normal(0.25) v:normal g:const(-3e-4)", NULL, 0, "LongSequence ConstantDecay",
+     "a constant log decay of -3e-4 (horizon 3333) over 4096 tokens: exp's error repeats at every token"},
+    /* slow updates over long sequences (bf16 tier): each token's update is below half a bf16 ulp of the
+     * state, so a state carried in bf16 from token to token stops absorbing them (SPEC.md 11.1) */
+    {"linear_attn_postnorm", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(-0.5,1)", "eps=1e-6", 0, "LongSequence",
+     "positive feature maps: the state grows like t, so a state kept in bf16 stops absorbing the updates, "
+     "which the normalisation does not hide (v takes both signs)"},
+    {"retention", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(-0.5,1) g_gamma:const(-1e-3)", NULL, 0, "LongSequence",
+     "a decay of exp(-1e-3) with positive features: each update is 1e-3 of the state, below half a bf16 ulp"},
+    {"simple_gla", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(-0.5,1) g:uniform(-2e-3,0)", NULL, 0, "LongSequence",
+     "decays within 2e-3 of 1 with positive features: each update is below half a bf16 ulp of the state"},
+    {"gla", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(-0.5,1) gk:uniform(-2e-3,0)", NULL, 0, "LongSequence",
+     "per-channel decays within 2e-3 of 1 with positive features: each update is below half a bf16 ulp"},
+    {"delta_rule", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,0.002) h0:normal(1)", NULL, 0, "LongSequence InitialState",
+     "step sizes below 0.002 from a state of size 1: each correction is below half a bf16 ulp of the state"},
+    {"gated_delta_rule", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,0.002) g:uniform(-2e-4,0) h0:normal(1)", NULL, 0,
+     "LongSequence InitialState",
+     "step sizes below 0.002 and decays within 2e-4 of 1 from a state of size 1: each update is below half a "
+     "bf16 ulp of the state"},
+    {"comba", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,0.002) g:uniform(-2e-4,0) h0:normal(1)", NULL, 0,
+     "LongSequence InitialState",
+     "step sizes below 0.002 and decays within 2e-4 of 1 from a state of size 1: each update is below half a "
+     "bf16 ulp of the state"},
+    {"efla", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:normal(0.35) v:normal beta:uniform(0,0.002) h0:normal(1)", NULL, 0, "LongSequence InitialState",
+     "step sizes below 0.002 from a state of size 1: each correction is below half a bf16 ulp of the state"},
+    {"mesa_net", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal lambda:uniform(0.25,1.25) beta:uniform(0,1) g:uniform(-2e-3,0)", NULL, 0,
+     "LongSequence", "decays within 2e-3 of 1: both states grow to hundreds of updates, each then below half a bf16 "
+     "ulp"},
     /* the delta rule's step size */
     {"delta_rule", "beta0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 8), NULL,
      "q:normal k:unit v:normal beta:const(0) h0:normal(0.5)", NULL, 0, "BetaZero InitialState",
@@ -237,6 +282,10 @@ static const lacs_case particular[] = {
     {"efla", "tiny-k-extreme", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 1, 16, 8), NULL,
      "q:normal k:unit_pow2(-60,-31) v:normal beta:uniform(0,1)", NULL, 0, "TinyKeyNorm",
      "||k||^2 below binary32's smallest normal: the coefficient must tend to beta"},
+    {"efla", "small-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 16, 8), NULL,
+     "q:normal k:unit_pow2(-5,-3) v:normal beta:uniform(0,1) h0:normal(0.5)", NULL, 0,
+     "UnnormalizedKeys InitialState",
+     "||k|| from 2^-5 to 2^-3: an epsilon added to ||k||^2 (EFLA's public code adds 1e-6) changes c by up to 0.1%"},
     {"efla", "large-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 16, 8), NULL,
      "q:normal k:unit_pow2(2,5) v:normal beta:uniform(0,1)", NULL, 0, "LargeKeyNorm",
      "||k|| from 4 to 32: c = 1/||k||^2 (saturated), not beta"},
@@ -325,6 +374,9 @@ static const lacs_case particular[] = {
     /* DyT (N1) */
     {"dyt", "basic", LACS_TIER_BOTH, LACS_SET_CORE, NORM(64, 128), NULL,
      "x:normal(2) alpha:const(0.5) weight:normal bias:normal", NULL, 0, "Basic", "rows with weight and bias"},
+    {"dyt", "saturated", LACS_TIER_BOTH, LACS_SET_CORE, NORM(16, 64), NULL,
+     "x:normal(30) alpha:const(1) weight:normal bias:normal", NULL, 0, "Basic",
+     "tanh saturated (alpha x up to 180): y = +-weight + bias; a tanh computed through exp overflows to NaN"},
     {"dyt", "all-bf16-a0.5", LACS_TIER_BF16, LACS_SET_CORE, NORM(256, 256), NULL, "x:all_bf16 alpha:const(0.5)",
      NULL, 0, "AllBF16", "every bf16 input, alpha = 0.5: tanh's approximation everywhere"},
     {"dyt", "all-bf16-a2", LACS_TIER_BF16, LACS_SET_CORE, NORM(256, 256), NULL, "x:all_bf16 alpha:const(2)",
@@ -367,6 +419,63 @@ static const lacs_case particular[] = {
     {"l2norm_vjp", "max-eps", LACS_TIER_BOTH, LACS_SET_CORE, NORM(32, 64), NULL, "x:normal dy:normal",
      "eps=1e-12 convention=1", 0, "Gradient Variant", "the VJP in torch's convention"},
 };
+
+/* ---- the conformance level (SPEC.md 11.7) ----
+ * Every case is required (what every correct implementation in the tier must
+ * pass) but these, which are strict in the tiers named: a stronger
+ * requirement than the tier's accuracy, each with its reason. A name "*"
+ * matches every case of the op. */
+
+#define EXACT_PREFIX_SUMS                                                                                   \
+    "exact prefix sums: the correction's factor exp(Gq_i - G_{i-1}) is exactly 1 only if the exclusive sum " \
+    "is accumulated, not formed as cumsum(g) - g (fla's naive_chunk_comba and chunk_comba), which with "     \
+    "decays of -10 to -30 a token is off by u |G_i|, about 1e-4"
+#define TINY_KEYS                                                                                            \
+    "relative accuracy for tiny key norms: c = -expm1(-x) / x (E5, SPEC.md 4.7) where 1 - exp(-x) cancels; " \
+    "these keys' updates are below 2^-14 of the outputs"
+#define SATURATION                                                                                           \
+    "relative accuracy under saturation: sech^2(alpha x) where tanh rounds to 1 (4e / (1 + e)^2, SPEC.md "   \
+    "4.18); 1 - tanh^2, PyTorch autograd's tanh_backward, gives 0"
+#define SPECIALS(table)                                                                                      \
+    "IEEE specials and overflow-safe forms: +-0, +-inf, NaN, subnormals and values whose square overflows "  \
+    "binary32, the IEEE table of " table
+#define ALL_BF16(table)                                                                                      \
+    "every bf16 bit pattern: the IEEE specials (inf, NaN, subnormals) and the overflow range of the "        \
+    "format, the IEEE table of " table
+
+static const struct {
+    const char *op, *name;
+    lacs_tier_mask tiers;
+    const char *reason;
+} strict_cases[] = {
+    {"comba", "strong", LACS_TIER_FP32, EXACT_PREFIX_SUMS},
+    {"efla", "tiny-k", LACS_TIER_BOTH, TINY_KEYS},
+    {"efla", "tiny-k-extreme", LACS_TIER_BOTH, TINY_KEYS},
+    {"dyt_vjp", "saturated", LACS_TIER_BOTH, SATURATION},
+    {"rmsnorm", "specials", LACS_TIER_BOTH, SPECIALS("SPEC.md 4.14 (a zero row with eps = 0 gives a zero row)")},
+    {"dyt", "specials", LACS_TIER_BOTH, SPECIALS("SPEC.md 4.15")},
+    {"dyisru", "specials", LACS_TIER_BOTH, SPECIALS("SPEC.md 4.16")},
+    {"softcap", "specials", LACS_TIER_BOTH, SPECIALS("SPEC.md 4.17")},
+    {"dyt", "all-bf16-a0.5", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.15")},
+    {"dyt", "all-bf16-a2", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.15")},
+    {"dyisru", "all-bf16-c1", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.16")},
+    {"dyisru", "all-bf16-c0.01", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.16")},
+    {"softcap", "all-bf16-cap30", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.17")},
+    {"softcap", "all-bf16-cap1", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.17")},
+};
+
+int lacs_case_is_strict(const lacs_case *c, lacs_tier_mask tier, const char **reason)
+{
+    *reason = NULL;
+    for (size_t i = 0; i < sizeof strict_cases / sizeof strict_cases[0]; i++)
+        if (strcmp(strict_cases[i].op, c->op) == 0 &&
+            (strcmp(strict_cases[i].name, "*") == 0 || strcmp(strict_cases[i].name, c->name) == 0) &&
+            (strict_cases[i].tiers & tier)) {
+            *reason = strict_cases[i].reason;
+            return 1;
+        }
+    return 0;
+}
 
 /* ---- the expanded catalog ---- */
 

@@ -557,6 +557,13 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
     cJSON_AddStringToObject(root, "tier", g->tier);
     *rc = add_words(cJSON_AddArrayToObject(root, "flags"), c->flags, c, 1);
     cJSON_AddStringToObject(root, "reason", c->reason);
+    /* the conformance level (SPEC.md 11.7): strict in the tiers the catalog names, with its reason */
+    const char *level_reason;
+    const int strict =
+        lacs_case_is_strict(c, strcmp(g->tier, "fp32") == 0 ? LACS_TIER_FP32 : LACS_TIER_BF16, &level_reason);
+    cJSON_AddStringToObject(root, "level", strict ? "strict" : "required");
+    if (strict)
+        cJSON_AddStringToObject(root, "level_reason", level_reason);
     cJSON *p = cJSON_AddObjectToObject(root, "params");
     for (int i = 0; i < n_params; i++)
         cJSON_AddNumberToObject(p, params[i].name, params[i].value);
@@ -598,7 +605,8 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
     add_exact_number(tol, "unit_roundoff", fp32 ? 0x1p-24 : 0x1p-8);
     cJSON_AddNumberToObject(tol, "normwise_factor", LACS_TOLERANCE_NORMWISE_FACTOR);
     cJSON_AddNumberToObject(tol, "elementwise_factor", LACS_TOLERANCE_ELEMENTWISE_FACTOR);
-    cJSON_AddNumberToObject(tol, "floor_fraction", LACS_TOLERANCE_FLOOR_FRACTION);
+    cJSON_AddNumberToObject(tol, "floor_fraction",
+                            fp32 ? LACS_TOLERANCE_FLOOR_FRACTION_FP32 : LACS_TOLERANCE_FLOOR_FRACTION_BF16);
     add_exact_number(tol, "underflow", fp32 ? 0x1p-150 : 0x1p-134); /* half the smallest subnormal */
     cJSON *length = cJSON_AddObjectToObject(tol, "length_factor");
     for (int i = g->n_inputs; i < g->n_tensors; i++)
@@ -613,7 +621,9 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
     cJSON *gauge = cJSON_AddObjectToObject(tol, "gauge");
     cJSON_AddNumberToObject(gauge, "samples", LACS_GAUGE_SAMPLES);
     add_exact_number(gauge, "delta", LACS_GAUGE_DELTA);
-    cJSON_AddBoolToObject(gauge, "state_noise", fp32);
+    add_exact_number(gauge, "binary32", fp32 ? 1.0 : LACS_GAUGE_BINARY32_IN_BF16);
+    cJSON_AddNumberToObject(gauge, "exp_error", LACS_GAUGE_EXP_ERROR);
+    cJSON_AddBoolToObject(gauge, "state_noise", 1);
     cJSON *cert = cJSON_AddObjectToObject(root, "certified");
     char method[96];
     snprintf(method, sizeof method, "long double recomputation (%d-bit significand), SPEC.md 10.4",

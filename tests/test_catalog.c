@@ -272,6 +272,111 @@ Test(catalog, every_row_has_a_reason)
     free(copy);
 }
 
+/* ---- conformance levels (SPEC.md 11.7) ---- */
+
+/* The strict (case, tier) ids of SPEC.md 11.7's table, in catalog order; every other case is required. */
+static const char *const strict_ids[] = {
+    "comba-fp32-strong",
+    "efla-fp32-tiny-k", "efla-bf16-tiny-k", "efla-fp32-tiny-k-extreme", "efla-bf16-tiny-k-extreme",
+    "rmsnorm-fp32-specials", "rmsnorm-bf16-specials",
+    "dyt-bf16-all-bf16-a0.5", "dyt-bf16-all-bf16-a2", "dyt-fp32-specials", "dyt-bf16-specials",
+    "dyt_vjp-fp32-saturated", "dyt_vjp-bf16-saturated",
+    "dyisru-bf16-all-bf16-c1", "dyisru-bf16-all-bf16-c0.01", "dyisru-fp32-specials", "dyisru-bf16-specials",
+    "softcap-bf16-all-bf16-cap30", "softcap-bf16-all-bf16-cap1", "softcap-fp32-specials", "softcap-bf16-specials",
+};
+
+/* Whether the strict (core) cases of `cases` are exactly strict_ids, each with a reason; *problem says
+ * otherwise. */
+static int strict_cases_are_the_table(const lacs_case *cases, size_t n)
+{
+    const size_t n_strict = sizeof strict_ids / sizeof strict_ids[0];
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int t = 0; t < 2; t++) {
+            const lacs_tier_mask tier = t == 0 ? LACS_TIER_FP32 : LACS_TIER_BF16;
+            if (!(cases[i].tiers & tier) || cases[i].set != LACS_SET_CORE)
+                continue;
+            char id[160];
+            snprintf(id, sizeof id, "%s-%s-%s", cases[i].op, t == 0 ? "fp32" : "bf16", cases[i].name);
+            const char *reason = NULL;
+            const int strict = lacs_case_is_strict(&cases[i], tier, &reason);
+            int listed = 0;
+            for (size_t k = 0; k < n_strict && !listed; k++)
+                listed = strcmp(strict_ids[k], id) == 0;
+            if (strict != listed) {
+                snprintf(problem, sizeof problem, "%s is %s", id, strict ? "strict but not listed" : "listed, not strict");
+                return 0;
+            }
+            if (strict && !(reason && strlen(reason) > 40)) {
+                snprintf(problem, sizeof problem, "%s: strict without its reason", id);
+                return 0;
+            }
+            found += strict;
+        }
+    if (found != n_strict) { /* a listed id that names no case: which one */
+        for (size_t k = 0; k < n_strict; k++) {
+            int exists = 0;
+            for (size_t i = 0; i < n && !exists; i++) {
+                char id[160];
+                for (int t = 0; t < 2 && !exists; t++) {
+                    snprintf(id, sizeof id, "%s-%s-%s", cases[i].op, t == 0 ? "fp32" : "bf16", cases[i].name);
+                    exists = strcmp(id, strict_ids[k]) == 0;
+                }
+            }
+            if (!exists) {
+                snprintf(problem, sizeof problem, "%s is listed and names no case", strict_ids[k]);
+                return 0;
+            }
+        }
+        snprintf(problem, sizeof problem, "%zu strict cases, %zu listed", found, n_strict);
+        return 0;
+    }
+    return 1;
+}
+
+Test(levels, the_strict_cases_are_the_table_of_spec_11_7)
+{
+    size_t n;
+    const lacs_case *cases = lacs_catalog(&n);
+    cr_assert(strict_cases_are_the_table(cases, n), "%s", problem);
+    /* the wrong thing: a strict row renamed (a typo in the level table would do the same) is required */
+    lacs_case *copy = catalog_copy(&n);
+    find_in(copy, n, "comba", "strong")->name = "strong2";
+    cr_assert_not(strict_cases_are_the_table(copy, n));
+    cr_assert(strstr(problem, "comba-fp32-strong"), "%s", problem);
+    free(copy);
+}
+
+static void build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g); /* the golden builder, below */
+
+Test(levels, the_metadata_says_the_level_and_a_strict_case_its_reason)
+{
+    struct {
+        const char *op, *name;
+        lacs_tier_mask tier;
+        const char *level;
+    } want[] = {
+        {"comba", "strong", LACS_TIER_FP32, "strict"},
+        {"comba", "strong", LACS_TIER_BF16, "required"},
+        {"dyt", "specials", LACS_TIER_BF16, "strict"},
+        {"dyt", "basic", LACS_TIER_FP32, "required"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        lacs_golden g;
+        build(find_case(want[i].op, want[i].name), want[i].tier, &g);
+        cJSON *root = cJSON_Parse(g.metadata);
+        const cJSON *level = cJSON_GetObjectItemCaseSensitive(root, "level");
+        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(root, "level_reason");
+        cr_assert(cJSON_IsString(level) && strcmp(level->valuestring, want[i].level) == 0, "%s: level", g.id);
+        if (strcmp(want[i].level, "strict") == 0)
+            cr_assert(cJSON_IsString(reason) && strlen(reason->valuestring) > 40, "%s: no level_reason", g.id);
+        else
+            cr_assert_null(reason, "%s: a required case with a level_reason", g.id);
+        cJSON_Delete(root);
+        lacs_golden_free(&g);
+    }
+}
+
 /* ---- coverage ---- */
 
 typedef int (*case_pred)(const lacs_case *c, const void *arg);

@@ -1,4 +1,4 @@
-/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.3).
+/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.4).
  *
  * Layout (SPEC.md section 2), all row-major:
  *   q, k   [B, T, H, K]        v, o   [B, T, HV, V]     HV = G * H
@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define LACS_SPEC_VERSION "1.3"
+#define LACS_SPEC_VERSION "1.4"
 
 /* Return codes of every lacs function. */
 enum {

@@ -39,7 +39,7 @@ from .vectors import load_vector
 
 # LACS_SPEC_VERSION of include/lacs/types.h (the library does not export it;
 # tests/python/test_harness.py checks the two agree).
-SPEC_VERSION = "1.3"
+SPEC_VERSION = "1.4"
 TIERS = ("fp32", "bf16")
 
 # plugin.h

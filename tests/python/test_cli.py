@@ -300,7 +300,7 @@ class Check(CliTestCase):
         passed, failed, skipped = run.closing()
         with open(json_path) as f:
             report = json.load(f)
-        self.assertEqual(report["lacs_version"], "1.3")
+        self.assertEqual(report["lacs_version"], "1.4")
         self.assertEqual(report["impl"], plugin("crash_plugin"))
         self.assertEqual(report["summary"], {"passed": passed, "failed": failed, "skipped": skipped})
         cases = {c["id"]: c for c in report["cases"]}
