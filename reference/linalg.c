@@ -111,6 +111,43 @@ void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real 
 #endif
 }
 
+void REFI(state_rounded)(int64_t K, int64_t V, real *h)
+{
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    lacs_internal_perturb_state(h, K * V); /* the gauge's model of a rounded state; off otherwise */
+#else
+    (void)K;
+    (void)V;
+    (void)h;
+#endif
+}
+
+/* o = scale h^T q, i.e. o_j = scale sum_c h[c][j] q[c]: do_j reaches q[c]
+ * through scale h[c][j] and h[c][j] through scale q[c]. */
+void REFI(readout_adjoint)(int64_t K, int64_t V, const real *h, const real *q, real scale, const real *dout,
+                           real *dq, real *dh)
+{
+    for (int64_t c = 0; c < K; c++) {
+        real sum = 0;
+        for (int64_t j = 0; j < V; j++)
+            sum += h[c * V + j] * dout[j];
+        dq[c] += scale * sum;
+        for (int64_t j = 0; j < V; j++)
+            dh[c * V + j] += scale * q[c] * dout[j];
+    }
+}
+
+/* p = softmax(l): dp_j/dl_m = p_j (delta_jm - p_m), so
+ * dl_m = sum_j dp_j p_j (delta_jm - p_m) = p_m (dp_m - sum_j p_j dp_j). */
+void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl)
+{
+    real mean = 0;
+    for (int64_t j = 0; j < n; j++)
+        mean += p[j] * dp[j];
+    for (int64_t j = 0; j < n; j++)
+        dl[j] = p[j] * (dp[j] - mean);
+}
+
 void REFI(delta_correction)(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,
                             real *u)
 {
