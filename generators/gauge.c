@@ -132,7 +132,8 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
                     break;
                 }
                 memcpy(exact, x, (size_t)n * sizeof(double));
-                const int64_t window = info->family == LACS_FAMILY_ATTENTION ? inputs[i].shape[1] : 64;
+                const lacs_op_info *family_of = info->family == LACS_FAMILY_VJP ? lacs_op_forward(info) : info;
+                const int64_t window = family_of && family_of->family == LACS_FAMILY_ATTENTION ? inputs[i].shape[1] : 64;
                 perturb_gates(&inputs[i], exact, x, cu_seqlens, n_offsets, window, &rng, &bits, &left);
                 free(exact);
                 continue;
@@ -179,12 +180,30 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
     return rc == LACS_ERR_MEMORY ? lacs_internal_error(rc, op, "gauge: out of memory") : rc;
 }
 
+/* The VJPs of the ops on sequences (SPEC.md 4.19, 11.3): the forward's rule
+ * for the gradients of per-token inputs and of the state; a log gate's
+ * gradient sums a whole state (K^2 terms: K x V, V taken as K) per token,
+ * over the pairs j < tau <= i for the attention forms (T^2), and dg_gamma
+ * sums those over the sequence too. */
+static int64_t vjp_sum_length(const lacs_op_info *forward, const char *output, int64_t K, int64_t T)
+{
+    const int attention = forward->family == LACS_FAMILY_ATTENTION;
+    const int64_t base = attention ? (K > T ? K : T) : K;
+    if (strcmp(output, "dg") == 0)
+        return attention ? T * T : K * K;
+    if (strcmp(output, "dg_gamma") == 0)
+        return attention ? T * T : K * K * T;
+    return base;
+}
+
 double lacs_gauge_length_factor(const char *op, const char *output, int fp32, int64_t K, int64_t longest_sequence,
                                 int64_t rows, int64_t dim)
 {
     if (!fp32)
         return 1;
     const lacs_op_info *info = lacs_op_find(op);
+    if (info && info->family == LACS_FAMILY_VJP && lacs_op_forward(info))
+        return sqrt((double)vjp_sum_length(lacs_op_forward(info), output, K, longest_sequence));
     int64_t n = 1;
     if (!info)
         return 1;

@@ -148,8 +148,12 @@ void REFI(readout_adjoint)(int64_t K, int64_t V, const real *h, const real *q, r
 /* The gauge's model of a rounded state, for a state carried by an adjoint
  * (reference/noise.c): off outside the gauge, and in every build but double. */
 void REFI(state_rounded)(int64_t K, int64_t V, real *h);
-/* The softmax's adjoint on one row of n weights p (sum 1): dl_j = p_j (dp_j - sum_m p_m dp_m). */
+/* The softmax's adjoint on one row of n weights p (sum 1): dl_j = p_j (dp_j - sum_m p_m dp_m),
+ * computed about the largest weight so that a saturated row does not cancel (linalg.c). */
 void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl);
+/* A gate summed into the logits l_ij over j < tau <= i: dg_tau += factor sum_{j < tau} dl_j
+ * for tau = 1 .. n-1 (dg strided by `stride`), one row of weights p and their adjoint dl. */
+void REFI(gate_row_adjoint)(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride);
 
 /* H9 for the delta-rule family (delta_rule.c), shared by DeltaNet, Gated
  * DeltaNet and KDA: Gamma comes from whichever decay input the op was given. */

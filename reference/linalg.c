@@ -138,14 +138,58 @@ void REFI(readout_adjoint)(int64_t K, int64_t V, const real *h, const real *q, r
 }
 
 /* p = softmax(l): dp_j/dl_m = p_j (delta_jm - p_m), so
- * dl_m = sum_j dp_j p_j (delta_jm - p_m) = p_m (dp_m - sum_j p_j dp_j). */
+ * dl_m = sum_j dp_j p_j (delta_jm - p_m) = p_m (dp_m - D), D = sum_j p_j dp_j.
+ * Where one weight p_J is near 1 (large logits, strong gates) dp_J - D
+ * cancels: it is exactly sum_{m != J} p_m (dp_J - dp_m), tiny next to dp_J,
+ * and the plain difference keeps little but D's rounding error.
+ * Since the weights sum to 1, dp_m - D = (dp_m - dp_J) - S with
+ * S = sum_{m != J} p_m (dp_m - dp_J), J the largest weight: no term of S is
+ * large, and dl_J = -p_J S. In the gauge (SPEC.md 11.2) D is perturbed as an
+ * implementation's rounding of it would move it: dl_m -= p_m (D' - D). */
 void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl)
 {
-    real mean = 0;
-    for (int64_t j = 0; j < n; j++)
-        mean += p[j] * dp[j];
-    for (int64_t j = 0; j < n; j++)
-        dl[j] = p[j] * (dp[j] - mean);
+    int64_t J = 0;
+    for (int64_t j = 1; j < n; j++)
+        if (p[j] > p[J])
+            J = j;
+    real S = 0;
+    for (int64_t m = 0; m < n; m++)
+        if (m != J)
+            S += p[m] * (dp[m] - dp[J]);
+    for (int64_t m = 0; m < n; m++)
+        dl[m] = m == J ? -p[J] * S : p[m] * ((dp[m] - dp[J]) - S);
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    real D = 0;
+    for (int64_t m = 0; m < n; m++)
+        D += p[m] * dp[m];
+    double rounded = D;
+    lacs_internal_perturb_state(&rounded, 1); /* the gauge's model of D rounded; off otherwise */
+    for (int64_t m = 0; rounded != D && m < n; m++)
+        dl[m] -= p[m] * (rounded - D);
+#endif
+}
+
+/* dg_tau += factor sum_{j < tau} dl_j, tau = 1 .. n-1, for one row of
+ * weights p with adjoint dl (a gate g_tau summed into l_ij for j < tau <= i).
+ * The dl_j sum to 0 (the weights sum to 1), so the sum is also
+ * -sum_{j >= tau} dl_j: the side without the largest weight p_J is summed,
+ * since dl_J is minus the sum of all the others and would cancel. */
+void REFI(gate_row_adjoint)(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride)
+{
+    int64_t J = 0;
+    for (int64_t j = 1; j < n; j++)
+        if (p[j] > p[J])
+            J = j;
+    real below = 0;
+    for (int64_t tau = 1; tau <= J && tau < n; tau++) {
+        below += dl[tau - 1];
+        dg[tau * stride] += factor * below;
+    }
+    real above = 0;
+    for (int64_t tau = n - 1; tau > J; tau--) {
+        above += dl[tau];
+        dg[tau * stride] -= factor * above;
+    }
 }
 
 void REFI(delta_correction)(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,

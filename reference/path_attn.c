@@ -237,13 +237,9 @@ static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, re
                 g->dv[j * V + c] += p[j] * doi[c];
         }
         REFI(softmax_adjoint)(i + 1, p, dp, dl);
-        real below = 0;
-        for (int64_t j = 0; j <= i; j++) {
+        for (int64_t j = 0; j <= i; j++)
             da[i * T + j] = s->scale * dl[j];
-            if (j > 0)
-                g->dlog[j * K] += s->scale * below; /* tau = j: the gate is inside the scale */
-            below += dl[j];
-        }
+        REFI(gate_row_adjoint)(i + 1, p, dl, s->scale, g->dlog, K); /* the gate is inside the scale */
     }
     for (int64_t j = 0; j < T && rc == LACS_OK; j++) {
         memcpy(X + j * K, s->k + j * K, (size_t)K * sizeof(real));

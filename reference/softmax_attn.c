@@ -145,7 +145,6 @@ static int softmax_vjp_kernel(const sequence_head *s, real *h, const real *dout,
             dp[j] = REFI(dot)(V, doi, s->v + j * V);
         }
         REFI(softmax_adjoint)(i + 1, p, dp, dl);
-        real below = 0; /* sum_{j < tau} dl_ij */
         for (int64_t j = 0; j <= i; j++) {
             for (int64_t c = 0; c < V; c++)
                 g->dv[j * V + c] += p[j] * doi[c];
@@ -153,10 +152,8 @@ static int softmax_vjp_kernel(const sequence_head *s, real *h, const real *dout,
                 g->dq[i * K + c] += s->scale * dl[j] * s->k[j * K + c];
                 g->dk[j * K + c] += s->scale * dl[j] * qi[c];
             }
-            if (j > 0)
-                g->dlog[j * K] += below; /* tau = j */
-            below += dl[j];
         }
+        REFI(gate_row_adjoint)(i + 1, p, dl, 1, g->dlog, K);
     }
     free(logit);
     free(p);
