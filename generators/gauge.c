@@ -180,17 +180,20 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
     return rc == LACS_ERR_MEMORY ? lacs_internal_error(rc, op, "gauge: out of memory") : rc;
 }
 
-/* The VJPs of the ops on sequences (SPEC.md 4.19, 11.3): the forward's rule
- * for the gradients of per-token inputs and of the state; a log gate's
- * gradient sums a whole state (K^2 terms: K x V, V taken as K) per token,
- * over the pairs j < tau <= i for the attention forms (T^2), and dg_gamma
- * sums those over the sequence too. */
+/* The VJPs of the ops on sequences (SPEC.md 4.19, 11.3). The recurrent
+ * family's gradients: a chunked backward (H7's WY/UT form, chunks of 64) sums
+ * over the chunk's tokens (dU_j = sum_{t >= j} P_tj do_t and the triangular
+ * solve) as well as over K: n = max(K, min(T, 64)); a scalar log gate's
+ * gradient sums a whole state per token (K^2 terms, V taken as K), dg_gamma
+ * those over the sequence. The attention forms: the forward's rule,
+ * max(K, T); a gate's gradient sums the pairs j < tau <= i (T^2). */
 static int64_t vjp_sum_length(const lacs_op_info *forward, const char *output, int64_t K, int64_t T)
 {
     const int attention = forward->family == LACS_FAMILY_ATTENTION;
-    const int64_t base = attention ? (K > T ? K : T) : K;
+    const int64_t chunk = T < 64 ? T : 64;
+    const int64_t base = attention ? (K > T ? K : T) : (K > chunk ? K : chunk);
     if (strcmp(output, "dg") == 0)
-        return attention ? T * T : K * K;
+        return attention ? T * T : (K * K > chunk ? K * K : chunk);
     if (strcmp(output, "dg_gamma") == 0)
         return attention ? T * T : K * K * T;
     return base;

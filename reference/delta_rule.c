@@ -268,6 +268,8 @@ int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real
             dk[c] += 2 * k[c] * (dcoef * dc_dknorm2);
         REFI(state_rounded)(K, V, dh);
     }
+    if (rc == LACS_OK)
+        REFI(gate_gradient_rounded)(s, g);
     free(states);
     free(decayed);
     free(u);

@@ -27,6 +27,8 @@ static _Thread_local int64_t neumann_terms;
 
 /* Row i of A (first_stage = 0) or of B (first_stage = 1), unnormalised score
  * or softmax weight as the form says, in row[0..i] (row[i] = 0 for B). */
+static _Thread_local real weights_row_lse; /* the last row's log-sum-exp (the softmax forms), for the gauge's model */
+
 static void weights_row(const sequence_head *s, int first_stage, int64_t i, real *row)
 {
     const int64_t K = s->K;
@@ -45,6 +47,7 @@ static void weights_row(const sequence_head *s, int first_stage, int64_t i, real
         denom += (row[j] = exp(row[j] - m));
     for (int64_t j = 0; j <= last && form != LACS_DELTAFORMER_EXP; j++)
         row[j] /= denom;
+    weights_row_lse = m + log(denom);
     for (int64_t j = last + 1; j <= i; j++)
         row[j] = 0;
 }
@@ -222,6 +225,8 @@ static int deltaformer_vjp_kernel(const sequence_head *s, real *h, const real *d
     int rc = A && B && u && du && drow && ds ? LACS_OK : LACS_ERR_MEMORY;
     for (int64_t i = 0; i < T && rc == LACS_OK; i++) { /* as deltaformer_kernel */
         weights_row(s, 1, i, B + i * T);
+        if (form != LACS_DELTAFORMER_EXP && i > 0)
+            REFI(weights_from_rounded_lse)(i, weights_row_lse, B + i * T);
         const real beta = s->beta ? s->beta[i] : 1;
         for (int64_t c = 0; c < V; c++) {
             real sum = 0;
@@ -230,6 +235,8 @@ static int deltaformer_vjp_kernel(const sequence_head *s, real *h, const real *d
             u[i * V + c] = s->v[i * V + c] - beta * sum;
         }
         weights_row(s, 0, i, A + i * T);
+        if (form != LACS_DELTAFORMER_EXP)
+            REFI(weights_from_rounded_lse)(i + 1, weights_row_lse, A + i * T);
     }
     for (int64_t i = 0; i < T && rc == LACS_OK; i++) {
         const real *doi = dout + i * V;

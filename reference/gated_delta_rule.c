@@ -150,6 +150,8 @@ static int comba_vjp_kernel(const sequence_head *s, real *h, const real *dout, r
         g->dbeta[t] = dbeta;
         REFI(state_rounded)(K, V, dh);
     }
+    if (rc == LACS_OK)
+        REFI(gate_gradient_rounded)(s, g);
     free(states);
     free(u);
     free(p);

@@ -151,6 +151,10 @@ void REFI(state_rounded)(int64_t K, int64_t V, real *h);
 /* The softmax's adjoint on one row of n weights p (sum 1): dl_j = p_j (dp_j - sum_m p_m dp_m),
  * computed about the largest weight so that a saturated row does not cancel (linalg.c). */
 void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl);
+/* The gauge's model of a log gate's gradient taken as a chunked reverse cumulative sum in binary32 (linalg.c). */
+void REFI(gate_gradient_rounded)(const sequence_head *s, const head_grads *g);
+/* The gauge's model of weights rebuilt from a binary32 log-sum-exp lse (linalg.c). */
+void REFI(weights_from_rounded_lse)(int64_t n, real lse, real *p);
 /* A gate summed into the logits l_ij over j < tau <= i: dg_tau += factor sum_{j < tau} dl_j
  * for tau = 1 .. n-1 (dg strided by `stride`), one row of weights p and their adjoint dl. */
 void REFI(gate_row_adjoint)(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride);

@@ -169,6 +169,59 @@ void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl)
 #endif
 }
 
+/* FlashAttention's backward rebuilds a row's weights as exp(l_j - lse) from a
+ * binary32 log-sum-exp: off by a factor exp(lse - lse') = 1 -+ u |lse| that the
+ * row's normalisation no longer removes. The gauge (SPEC.md 11.2) models it:
+ * under its noise the weights are scaled by 1 -+ delta |lse|; otherwise (and
+ * in every build but double) nothing happens. */
+void REFI(weights_from_rounded_lse)(int64_t n, real lse, real *p)
+{
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    const double size = fabs(lse);
+    double moved = size;
+    lacs_internal_perturb_state(&moved, 1);
+    for (int64_t j = 0; moved != size && j < n; j++)
+        p[j] *= 1 + (moved - size);
+#else
+    (void)n;
+    (void)lse;
+    (void)p;
+#endif
+}
+
+/* A chunked backward (fla's) takes a log gate's gradient as the reverse
+ * cumulative sum, within each chunk of 64 tokens, of local terms of size
+ * m_t[c] = |q_t[c] dq_t[c]| + |k_t[c] dk_t[c]| (for GLA exactly
+ * q (.) dq - k (.) dk): in binary32 each term carries a rounding error,
+ * which cancels nothing where the decays are strong and the true gradient is
+ * tiny. The gauge (SPEC.md 11.2) models it: under its noise, dlog[s][c]
+ * moves by sum_{t >= s, same chunk} +-delta m_t[c]; otherwise, and in every
+ * build but double, nothing happens. */
+void REFI(gate_gradient_rounded)(const sequence_head *s, const head_grads *g)
+{
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    const int64_t K = s->K;
+    double run[512];
+    if (K > 512)
+        return;
+    for (int64_t t = s->T - 1; t >= 0; t--) {
+        if ((t + 1) % 64 == 0 || t == s->T - 1)
+            for (int64_t c = 0; c < K; c++)
+                run[c] = 0;
+        for (int64_t c = 0; c < K; c++) {
+            const double m = fabs(s->q[t * K + c] * g->dq[t * K + c]) + fabs(s->k[t * K + c] * g->dk[t * K + c]);
+            double moved = m;
+            lacs_internal_perturb_state(&moved, 1);
+            run[c] += moved - m;
+            g->dlog[t * K + c] += run[c];
+        }
+    }
+#else
+    (void)s;
+    (void)g;
+#endif
+}
+
 /* dg_tau += factor sum_{j < tau} dl_j, tau = 1 .. n-1, for one row of
  * weights p with adjoint dl (a gate g_tau summed into l_ij for j < tau <= i).
  * The dl_j sum to 0 (the weights sum to 1), so the sum is also

@@ -166,6 +166,7 @@ static int decayed_recurrent_vjp_kernel(const sequence_head *s, real *h, const r
         }
         REFI(state_rounded)(K, V, dh);
     }
+    REFI(gate_gradient_rounded)(s, g);
     free(states);
     free(decayed);
     return LACS_OK;

@@ -214,7 +214,8 @@ static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, re
     real *L = malloc((size_t)(T * T + 1) * sizeof(real)), *da = malloc((size_t)(T * T + 1) * sizeof(real));
     real *X = malloc((size_t)(T * K + 1) * sizeof(real)), *dx = malloc((size_t)K * sizeof(real));
     real *dp = malloc((size_t)(T + 1) * sizeof(real)), *dl = malloc((size_t)(T + 1) * sizeof(real));
-    int rc = L && da && X && dx && dp && dl ? LACS_OK : LACS_ERR_MEMORY;
+    real *lse = malloc((size_t)(T + 1) * sizeof(real));
+    int rc = L && da && X && dx && dp && dl && lse ? LACS_OK : LACS_ERR_MEMORY;
     for (int64_t j = 0; j < T && rc == LACS_OK; j++) { /* the logits, column by column */
         real *x = X + j * K, gate = 0;
         memcpy(x, s->k + j * K, (size_t)K * sizeof(real));
@@ -227,10 +228,20 @@ static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, re
             L[i * T + j] = s->scale * (REFI(dot)(K, s->q + i * K, X + i * K) + gate);
         }
     }
+    for (int64_t i = 0; i < T && rc == LACS_OK; i++) { /* each row's log-sum-exp, for the gauge's model */
+        real m = -INFINITY, denom = 0;
+        for (int64_t j = 0; j <= i; j++)
+            m = fmax(m, L[i * T + j]);
+        for (int64_t j = 0; j <= i; j++)
+            denom += exp(L[i * T + j] - m);
+        lse[i] = m + log(denom);
+    }
     if (rc == LACS_OK)
         REFI(causal_softmax)(T, 0, L); /* L now holds the weights p_ij */
     for (int64_t i = 0; i < T && rc == LACS_OK; i++) {
-        const real *p = L + i * T, *doi = dout + i * V;
+        real *p = L + i * T;
+        const real *doi = dout + i * V;
+        REFI(weights_from_rounded_lse)(i + 1, lse[i], p);
         for (int64_t j = 0; j <= i; j++) {
             dp[j] = REFI(dot)(V, doi, s->v + j * V);
             for (int64_t c = 0; c < V; c++)
@@ -274,6 +285,7 @@ static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, re
     free(dx);
     free(dp);
     free(dl);
+    free(lse);
     return rc;
 }
 

@@ -144,6 +144,7 @@ static int softmax_vjp_kernel(const sequence_head *s, real *h, const real *dout,
             p[j] /= denom;
             dp[j] = REFI(dot)(V, doi, s->v + j * V);
         }
+        REFI(weights_from_rounded_lse)(i + 1, m + log(denom), p);
         REFI(softmax_adjoint)(i + 1, p, dp, dl);
         for (int64_t j = 0; j <= i; j++) {
             for (int64_t c = 0; c < V; c++)

@@ -48,6 +48,13 @@ LEGITIMATE = [
     ("norms fp32, rational tanh (<= 6.9 ulp)", "norms_f32", {"LACS_ZOO_TANH": "approx"}, None),
     ("norms fp32, fmaf, rational tanh", "norms_f32_fma", {"LACS_ZOO_TANH": "approx"}, None),
     ("norms, outputs stored in bf16", "norms_f32", {"LACS_ZOO_OUT_BF16": "1"}, "bf16"),
+    # the gradients of the ops on sequences (SPEC.md 4.19)
+    ("plain fp32 backward, the other loop order", "backward_f32", {}, None),
+    ("plain fp32 backward, the other loop order, fmaf", "backward_f32_fma", {}, None),
+] + [
+    (f"fla chunked backward (WY/UT; bf16 intermediates in the bf16 tier), chunk {c}{' fmaf' if fma else ''}",
+     "backward_chunked_fma" if fma else "backward_chunked", {"LACS_ZOO_CHUNK": str(c)}, None)
+    for c in (16, 32, 64) for fma in (False, True)
 ]
 
 # Bugs: (name, plugin). Catalogues with what each models: tests/zoo/BUGS.md, BUGS-norms.md.
@@ -69,7 +76,12 @@ NORM_BUGS = [
     "dyisru_vjp_dx_rsqrt", "softcap_vjp_dcap_sign", "softcap_vjp_dcap_tanh_only", "l2norm_vjp_no_projection",
     "sech2_one_minus_tanh2",
 ]
-BUGS = [(b, "plain_f32") for b in SEQUENCE_BUGS] + [(b, "norms_f32") for b in NORM_BUGS]
+# The backward's bugs (tests/zoo/BUGS.md, "The gradients"): in the plain adjoint, and in the chunked one.
+VJP_BUGS = [("dh0_missing", "backward_f32"), ("dht_ignored", "backward_f32"), ("dbeta_no_erase", "backward_f32"),
+            ("dq_no_scale", "backward_f32"), ("dgate_as_factor", "backward_f32"),
+            ("vjp_group_not_reduced", "backward_f32"), ("varlen_backward_no_reset", "backward_f32"),
+            ("gate_no_cumsum", "backward_chunked"), ("chunk_boundary_dropped", "backward_chunked")]
+BUGS = [(b, "plain_f32") for b in SEQUENCE_BUGS] + [(b, "norms_f32") for b in NORM_BUGS] + VJP_BUGS
 # Bugs no committed case catches yet (no case makes eps matter): kept so that a
 # new case shows up as a change; test_zoo asserts they still pass.
 UNCAUGHT = [("rmsnorm_eps_outside_sqrt", "norms_f32"), ("l2norm_convention_swapped", "norms_f32")]
