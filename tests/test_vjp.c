@@ -424,6 +424,7 @@ Test(vjp_forms, gated_delta_rule_with_g_zero_is_the_delta_rule)
     p.in.g = NULL;
     double *dg = gated.dx[4];
     gated.dx[4] = NULL;
+    free(p.x[4]);
     p.x[4] = NULL;
     gradients plain = reference_vjp(&ops[5], &p, &p.ct);
     for (int i = 0; i < N_TENSORS; i++)
@@ -484,7 +485,6 @@ Test(vjp_forms, comba_is_gated_delta_rule_through_h8)
     grads_free(&via);
     free(v_gdn);
     free(beta_gdn);
-    p.x[2] = p.x[2];
     problem_free(&p);
 }
 

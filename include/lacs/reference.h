@@ -157,8 +157,8 @@ typedef struct {
     double *dg_gamma;       /* [HV] */
     double *dh0;            /* [N, HV, K, V] */
     double *dw;             /* [B, T, H, K] (path_attn) */
-    double *dlambda;        /* [HV, K] (mesa_net) */
-    double *dh0_kk;         /* [N, HV, K, K] (mesa_net) */
+    double *dlambda;        /* [HV, K]: reserved for MesaNet's VJP, not yet specified (4.19) */
+    double *dh0_kk;         /* [N, HV, K, K]: likewise */
 } lacs_ref_grads;
 
 /* H2, H4: the adjoint of h_t = D_t h_{t-1} + k_t v_t^T, o_t = scale h_t^T q_t. */

@@ -74,7 +74,7 @@ typedef struct {
 /* The work of one chunk: n tokens from t0, the state S [K][V] it starts from. */
 typedef struct {
     int64_t n, K, V;
-    float *G, *E, *Lm, *W, *U0, *U, *Y, *R, *c, *dcb, *dcn;
+    float *G, *E, *Lm, *W, *U0, *U, *Y, *c, *dcb, *dcn;
 } chunk_work;
 
 static void chunk_prepare(const bw_head *s, int kind, int64_t t0, const float *S, chunk_work *w)
@@ -150,9 +150,9 @@ static int recurrent(const bw_head *s, bw_grads *g, void *context)
     chunk_work w = {.K = K, .V = V};
     w.G = malloc((size_t)(C * K + 1) * 4), w.E = malloc((size_t)(C * K + 1) * 4), w.Lm = calloc((size_t)(C * C + 1), 4);
     w.W = malloc((size_t)(C * K + 1) * 4), w.U0 = malloc((size_t)(C * V + 1) * 4), w.U = malloc((size_t)(C * V + 1) * 4);
-    w.Y = malloc((size_t)(C * V + 1) * 4), w.R = malloc((size_t)(C * V + 1) * 4);
+    w.Y = malloc((size_t)(C * V + 1) * 4);
     w.c = malloc((size_t)(C + 1) * 4), w.dcb = malloc((size_t)(C + 1) * 4), w.dcn = malloc((size_t)(C + 1) * 4);
-    int rc = states && dS && dSn && dG && dU && dKp && w.G && w.E && w.Lm && w.W && w.U0 && w.U && w.Y && w.R && w.c &&
+    int rc = states && dS && dSn && dG && dU && dKp && w.G && w.E && w.Lm && w.W && w.U0 && w.U && w.Y && w.c &&
                      w.dcb && w.dcn
                  ? 0
                  : BW_ERR_MEMORY;
@@ -335,7 +335,7 @@ static int recurrent(const bw_head *s, bw_grads *g, void *context)
             g->dbeta[i] = bw_bf16(g->dbeta[i]);
     }
     free(states), free(dS), free(dSn), free(dG), free(dU), free(dKp);
-    free(w.G), free(w.E), free(w.Lm), free(w.W), free(w.U0), free(w.U), free(w.Y), free(w.R), free(w.c), free(w.dcb),
+    free(w.G), free(w.E), free(w.Lm), free(w.W), free(w.U0), free(w.U), free(w.Y), free(w.c), free(w.dcb),
         free(w.dcn);
     return rc;
 }
