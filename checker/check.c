@@ -104,6 +104,27 @@ static void set_layout(lacs_vector *v, int i, lacs_op_family family, const int64
             l->outer = e->shape[0];
             l->width = e->shape[1];
         }
+    } else if (family == LACS_FAMILY_VJP) {
+        /* the gradients (SPEC.md 4.19): a per-token input's gradient in blocks of
+         * (batch or sequence, head) like o; dh0 and dh_split like a state; a
+         * per-head sum (dg_gamma) one block per head */
+        if (lacs_vjp_output_is_per_token(e->name) && e->ndim >= 3) {
+            l->kind = LACS_LAYOUT_SEQUENCE;
+            l->outer = e->shape[0];
+            l->T = e->shape[1];
+            l->heads = e->shape[2];
+            l->width = e->ndim == 4 ? e->shape[3] : 1;
+            l->cu_seqlens = cu_seqlens;
+            l->n_seqs = cu_seqlens ? n_seqs : 0;
+        } else if (e->ndim == 4) {
+            l->kind = LACS_LAYOUT_STATE;
+            l->outer = e->shape[0];
+            l->heads = e->shape[1];
+            l->width = e->shape[2] * e->shape[3];
+        } else if (e->ndim >= 1 && e->shape[0] > 0) {
+            l->heads = e->shape[0];
+            l->width = lacs_tensor_count(e) / e->shape[0];
+        }
     } else if (e->ndim == 4 && strcmp(e->name, "o") == 0) {
         l->kind = LACS_LAYOUT_SEQUENCE;
         l->outer = e->shape[0];
@@ -636,25 +657,32 @@ typedef struct {
     int n;
 } input_part;
 
-static int is_initial_state(const char *name)
+/* A tensor per sequence, never cut along T: the initial states and the
+ * cotangents of the final ones. */
+static int is_per_sequence(const char *name)
 {
-    return strcmp(name, "h0") == 0 || strcmp(name, "h0_kk") == 0;
+    return strcmp(name, "h0") == 0 || strcmp(name, "h0_kk") == 0 || strcmp(name, "dht") == 0 ||
+           strcmp(name, "dht_kk") == 0;
 }
 
+/* `states` replace the inputs of the same names (or are added). */
 static int slice_inputs(const lacs_vector *v, int64_t t0, int64_t t1, const lacs_tensor *states, int n_states,
                         input_part *part)
 {
     memset(part, 0, sizeof *part);
     for (int i = 0; i < v->n_inputs; i++) {
         const lacs_tensor *in = &v->inputs[i];
-        if (n_states > 0 && is_initial_state(in->name))
+        int replaced = 0;
+        for (int k = 0; k < n_states; k++)
+            replaced |= strcmp(states[k].name, in->name) == 0;
+        if (replaced)
             continue; /* replaced by the carried states below */
         lacs_tensor *t = &part->tensors[part->n];
         *t = *in;
         memcpy(part->shapes[part->n], in->shape, (size_t)in->ndim * sizeof(int64_t));
         t->shape = part->shapes[part->n];
         part->n++;
-        if (in->ndim < 2 || in->shape[1] != v->T || is_initial_state(in->name))
+        if (in->ndim < 2 || in->shape[1] != v->T || is_per_sequence(in->name))
             continue;
         const size_t elem = lacs_dtype_size(in->dtype);
         int64_t rest = 1;
@@ -741,6 +769,116 @@ static int run_split(const lacs_vector *v, lacs_impl_fn impl, void *context, con
     return rc;
 }
 
+/* The state carry of a VJP (SPEC.md 11.5): the state after the first `split`
+ * tokens is the reference forward's (builtin:reference on those tokens,
+ * rounded to binary32, as an implementation's forward would hand it over);
+ * the implementation runs the second part first, from that state and the
+ * case's dht, and its dh0 is compared with dh_split; then the first part,
+ * with dht = that dh0 as it returned it. The per-token gradients are the two
+ * parts joined, a per-head sum (dg_gamma) the sum of the two. */
+static int run_split_vjp(const lacs_vector *v, lacs_impl_fn impl, void *context, const lacs_param *params,
+                         int n_params, int64_t split, lacs_tensor *outputs)
+{
+    const lacs_op_info *forward = lacs_op_forward(lacs_op_find(v->op));
+    int dh_split = -1, dh0 = -1;
+    for (int i = 0; i < v->n_outputs; i++) {
+        if (strcmp(v->expected[i].name, "dh_split") == 0)
+            dh_split = i;
+        if (strcmp(v->expected[i].name, "dh0") == 0)
+            dh0 = i;
+    }
+    const lacs_tensor *q = NULL;
+    for (int i = 0; i < v->n_inputs; i++)
+        if (strcmp(v->inputs[i].name, "q") == 0)
+            q = &v->inputs[i];
+    if (!forward || dh_split < 0 || !q || q->ndim != 4 || split <= 0 || split >= v->T ||
+        v->expected[dh_split].ndim != 4)
+        return lacs_internal_error(LACS_ERR_FORMAT, NULL,
+                                   "%s: a VJP state-carry case needs q, dh_split and 0 < split < T", v->path);
+    const int64_t B = q->shape[0], T = v->T;
+    /* the forward's parameters are the VJP's it reads */
+    lacs_param forward_params[LACS_CHECK_MAX_PARAMS];
+    int n_forward_params = 0;
+    for (int i = 0; i < n_params; i++)
+        if (lacs_word_in_list(forward->params, params[i].name))
+            forward_params[n_forward_params++] = params[i];
+    /* 1. the state at the split */
+    lacs_tensor state = v->expected[dh_split];
+    state.name = "h0";
+    state.dtype = LACS_F32;
+    state.data = calloc((size_t)lacs_tensor_count(&state) + 1, sizeof(float));
+    lacs_tensor ht = state;
+    ht.name = "ht";
+    input_part part;
+    int rc = state.data ? slice_inputs(v, 0, split, NULL, 0, &part)
+                        : lacs_internal_error(LACS_ERR_MEMORY, NULL, "%s: out of memory", v->id);
+    if (rc == LACS_OK) {
+        lacs_tensor forward_in[LACS_CHECK_MAX_INPUTS + 2];
+        int n = 0;
+        for (int i = 0; i < part.n; i++)
+            if (strcmp(part.tensors[i].name, "do") != 0 && strcmp(part.tensors[i].name, "dht") != 0)
+                forward_in[n++] = part.tensors[i];
+        rc = lacs_reference_run(forward->name, forward_in, n, forward_params, n_forward_params, &ht, 1, 0);
+        if (rc != LACS_OK)
+            rc = lacs_internal_error(LACS_ERR_INPUT, NULL, "%s: the reference forward on the first %lld tokens: %s",
+                                     v->id, (long long)split, lacs_last_error());
+        free_part(&part);
+    }
+    /* 2. the second part, then 3. the first, each into its own buffers */
+    for (int part_index = 1; part_index >= 0 && rc == LACS_OK; part_index--) {
+        const int64_t t0 = part_index == 0 ? 0 : split, t1 = part_index == 0 ? split : T, len = t1 - t0;
+        lacs_tensor carried = outputs[dh_split];
+        carried.name = part_index == 1 ? "h0" : "dht";
+        if (part_index == 1)
+            carried = state;
+        rc = slice_inputs(v, t0, t1, &carried, 1, &part);
+        lacs_tensor outs[LACS_CHECK_MAX_OUTPUTS];
+        int64_t shapes[LACS_CHECK_MAX_OUTPUTS][8];
+        int n_outs = 0, index_of[LACS_CHECK_MAX_OUTPUTS];
+        for (int i = 0; i < v->n_outputs && rc == LACS_OK; i++) {
+            const lacs_tensor *e = &v->expected[i];
+            if (i == dh_split || (i == dh0 && part_index == 1))
+                continue; /* the second part's dh0 is dh_split; the first's is dh0 */
+            lacs_tensor *o = &outs[n_outs];
+            *o = outputs[i];
+            memcpy(shapes[n_outs], e->shape, (size_t)e->ndim * sizeof(int64_t));
+            if (lacs_vjp_output_is_per_token(e->name))
+                shapes[n_outs][1] = len;
+            o->shape = shapes[n_outs];
+            o->data = i == dh0 ? outputs[i].data : calloc((size_t)lacs_tensor_count(o) + 1, sizeof(float));
+            if (!o->data)
+                rc = lacs_internal_error(LACS_ERR_MEMORY, NULL, "%s: out of memory", v->id);
+            index_of[n_outs++] = i;
+        }
+        if (part_index == 1 && rc == LACS_OK) {
+            outs[n_outs] = outputs[dh_split];
+            outs[n_outs].name = "dh0";
+            index_of[n_outs++] = dh_split;
+        }
+        if (rc == LACS_OK)
+            rc = call(v, impl, context, part.tensors, part.n, params, n_params, outs, n_outs);
+        for (int k = 0; k < n_outs; k++) {
+            const int i = index_of[k];
+            if (i == dh0 || i == dh_split)
+                continue;
+            const lacs_tensor *e = &v->expected[i];
+            float *whole = outputs[i].data, *piece = outs[k].data;
+            if (rc == LACS_OK && lacs_vjp_output_is_per_token(e->name)) {
+                const int64_t rest = lacs_tensor_count(e) / (B * T);
+                for (int64_t b = 0; b < B; b++)
+                    memcpy(whole + (b * T + t0) * rest, piece + b * len * rest, (size_t)(len * rest) * sizeof(float));
+            } else if (rc == LACS_OK) {
+                for (int64_t j = 0; j < lacs_tensor_count(e); j++)
+                    whole[j] += piece[j];
+            }
+            free(piece);
+        }
+        free_part(&part);
+    }
+    free(state.data);
+    return rc;
+}
+
 int lacs_check_implementation(const lacs_vector *v, lacs_impl_fn impl, void *context, lacs_check_result *r,
                               lacs_tensor *actual)
 {
@@ -752,7 +890,10 @@ int lacs_check_implementation(const lacs_vector *v, lacs_impl_fn impl, void *con
     int rc = alloc_outputs(v, outputs);
     if (rc != LACS_OK)
         return rc;
-    if (split > 0)
+    const lacs_op_info *info = lacs_op_find(v->op);
+    if (split > 0 && info && info->family == LACS_FAMILY_VJP)
+        rc = run_split_vjp(v, impl, context, params, n_params, split, outputs);
+    else if (split > 0)
         rc = run_split(v, impl, context, params, n_params, split, outputs);
     else
         rc = call(v, impl, context, v->inputs, v->n_inputs, params, n_params, outputs, v->n_outputs);
@@ -790,17 +931,20 @@ char *lacs_describe_element(const lacs_vector *v, int output, int64_t index, cha
             int64_t n = 0;
             while (n + 1 < l->n_seqs && l->cu_seqlens[n + 1] <= t_flat)
                 n++;
-            snprintf(buf, size, "%s[seq=%lld, t=%lld (token %lld of the sequence), head=%lld, v=%lld]", name,
+            snprintf(buf, size, "%s[seq=%lld, t=%lld (token %lld of the sequence), head=%lld, %s=%lld]", name,
                      (long long)n, (long long)t_flat, (long long)(t_flat - l->cu_seqlens[n]), (long long)head,
-                     (long long)c);
-        } else
-            snprintf(buf, size, "%s[b=%lld, t=%lld, head=%lld, v=%lld]", name, (long long)outer, (long long)t_flat,
-                     (long long)head, (long long)c);
+                     strcmp(name, "o") == 0 || strcmp(name, "dv") == 0 ? "v" : "k", (long long)c);
+        } else if (l->width == 1) /* dbeta, dg: one value per token and head */
+            snprintf(buf, size, "%s[b=%lld, t=%lld, head=%lld]", name, (long long)outer, (long long)t_flat,
+                     (long long)head);
+        else
+            snprintf(buf, size, "%s[b=%lld, t=%lld, head=%lld, %s=%lld]", name, (long long)outer, (long long)t_flat,
+                     (long long)head, strcmp(name, "o") == 0 || strcmp(name, "dv") == 0 ? "v" : "k", (long long)c);
         break;
     case LACS_LAYOUT_STATE: {
         const int64_t cols = v->expected[output].shape[3];
         snprintf(buf, size, "%s[seq=%lld, head=%lld, k=%lld, %s=%lld]", name, (long long)outer, (long long)head,
-                 (long long)(c / cols), strcmp(name, "ht_kk") == 0 ? "k'" : "v", (long long)(c % cols));
+                 (long long)(c / cols), strncmp(name, "ht_kk", 5) == 0 ? "k'" : "v", (long long)(c % cols));
         break;
     }
     case LACS_LAYOUT_ROWS:

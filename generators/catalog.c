@@ -56,6 +56,7 @@ static const lacs_flag_info flag_table[] = {
     {"IEEESpecials", "+-0, +-inf, NaN, subnormals, huge values: the IEEE tables of SPEC.md"},
     {"Variant", "a documented variant (DeltaFormer form, l2norm convention, optional input absent)"},
     {"Gradient", "a VJP: a wrong derivative"},
+    {"StateCotangent", "a backward that ignores dht or returns no dh0: the state's cotangent in and out"},
 };
 
 const lacs_flag_info *lacs_flags(size_t *count)
@@ -93,7 +94,7 @@ static const struct {
 
 /* ---- shape scenarios, run for every op on sequences of the families named ---- */
 
-static const struct {
+typedef struct {
     const char *name;
     int families;
     lacs_case_set set;
@@ -104,7 +105,9 @@ static const struct {
     int64_t split;
     const char *flags;
     const char *reason;
-} scenarios[] = {
+} scenario;
+
+static const scenario scenarios[] = {
     {"t1", RECURRENT | MESA | ATTENTION, LACS_SET_CORE, 2, 1, 2, 2, 16, 16, NULL, 1, NULL, 0,
      "SingleToken InitialState", "one token from a given state: the decode path"},
     {"t63", RECURRENT | MESA | ATTENTION, LACS_SET_CORE, 1, 63, 1, 1, 8, 8, NULL, 0, NULL, 0,
@@ -476,6 +479,182 @@ int lacs_case_is_strict(const lacs_case *c, lacs_tier_mask tier, const char **re
         }
     return 0;
 }
+/* ---- the gradients (SPEC.md 4.19): the VJP of each op on sequences ----
+ * A VJP case draws its forward's plain inputs (sequence_ops) and the
+ * cotangent `do`; a scenario with a state adds h0 and its cotangent dht.
+ * Every VJP case is flagged Gradient. */
+
+static const char *const vjp_forwards[] = {
+    "linear_attn", "retention", "simple_gla", "gla", "delta_rule", "gated_delta_rule", "comba", "efla",
+    "softmax_attn", "fox", "deltaformer", "path_attn",
+};
+
+/* Smaller than the forward's: a VJP case stores its inputs, the cotangents
+ * and a gradient of each input (with gauges), about three times a forward
+ * case's bytes for the same shape. */
+static const scenario vjp_scenarios[] = {
+    {"t1", RECURRENT | ATTENTION, LACS_SET_CORE, 2, 1, 2, 2, 8, 8, NULL, 1, NULL, 0, "SingleToken InitialState",
+     "one token from a given state: the decode step differentiated"},
+    {"t64", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 64, 1, 1, 4, 4, NULL, 0, NULL, 0, "ChunkBoundary",
+     "exactly one chunk of 64 (two of 32, four of 16)"},
+    {"t65", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 65, 1, 1, 4, 4, NULL, 1, NULL, 0, "ChunkBoundary InitialState",
+     "one token past a chunk: the cotangent handed back across one boundary"},
+    {"t129", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 129, 1, 1, 4, 4, NULL, 1, NULL, 0,
+     "ChunkBoundary InitialState", "two chunks and one token: the chunk-boundary terms twice"},
+    {"k8-v16", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 33, 1, 2, 8, 16, NULL, 1, NULL, 0, "KNeV InitialState",
+     "K != V: the state's cotangent in its orientation"},
+    {"hv2h", RECURRENT | ATTENTION, LACS_SET_CORE, 2, 33, 2, 4, 4, 4, NULL, 1, NULL, 0,
+     "GroupedValueHeads InitialState", "two value heads per q/k head: dq and dk are sums over them"},
+    {"scale", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 33, 2, 2, 8, 4, NULL, 0, "scale=0.3", 0, "CustomScale",
+     "a scale other than K^-1/2: dq (and dk) carry it"},
+    {"varlen", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 130, 1, 2, 4, 4, "0,0,1,17,17,66,130", 1, NULL, 0,
+     "Varlen EmptySequence InitialState",
+     "packed sequences of lengths 0, 1, 16, 0, 49, 64: the cotangent reset at each sequence's end"},
+    {"carry37", RECURRENT, LACS_SET_CORE, 1, 100, 1, 2, 4, 4, NULL, 1, NULL, 37, "StateCarry",
+     "the second part's backward first: its dh0 is the first part's dht (SPEC.md 11.5)"},
+    {"carry64", RECURRENT, LACS_SET_CORE, 2, 100, 1, 1, 4, 4, NULL, 1, NULL, 64, "StateCarry ChunkBoundary",
+     "a backward split on a chunk boundary"},
+    /* the full set: longer, wider, and the rest of the forward's scenarios */
+    {"t63", RECURRENT | ATTENTION, LACS_SET_FULL, 1, 63, 1, 1, 8, 8, NULL, 0, NULL, 0, "ChunkBoundary",
+     "one token short of a chunk multiple"},
+    {"t4096", RECURRENT, LACS_SET_FULL, 1, 4096, 1, 1, 4, 4, NULL, 1, NULL, 0, "LongSequence InitialState",
+     "4096 steps backwards: the state's cotangent carried through every token"},
+    {"t512", ATTENTION, LACS_SET_FULL, 1, 512, 1, 1, 16, 16, NULL, 0, NULL, 0, "LongSequence",
+     "512 tokens: the blocked backward across many key blocks"},
+    {"k60-v100", RECURRENT | ATTENTION, LACS_SET_FULL, 1, 24, 1, 1, 60, 100, NULL, 1, NULL, 0,
+     "OddHeadDim KNeV InitialState", "head dims that are not powers of two"},
+    {"hv4h", RECURRENT | ATTENTION, LACS_SET_FULL, 1, 33, 1, 4, 8, 8, NULL, 1, NULL, 0,
+     "GroupedValueHeads InitialState", "four value heads per q/k head"},
+    {"b3", RECURRENT | ATTENTION, LACS_SET_FULL, 3, 20, 2, 2, 8, 8, NULL, 1, NULL, 0, "Basic InitialState",
+     "a batch of three: batch strides"},
+    {"t4096-k32", RECURRENT, LACS_SET_FULL, 1, 4096, 1, 2, 32, 32, NULL, 1, NULL, 0, "LongSequence InitialState",
+     "4096 steps at K = V = 32"},
+    {"t1024-d64", ATTENTION, LACS_SET_FULL, 1, 1024, 2, 2, 64, 64, NULL, 0, NULL, 0, "LongSequence",
+     "1024 tokens at d = 64"},
+};
+
+static const lacs_case particular_vjp[] = {
+    {"linear_attn_vjp", "t4096-positive", LACS_TIER_BOTH, LACS_SET_FULL, SEQ(1, 4096, 1, 1, 8, 8), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(0,1) do:uniform(0,1)", NULL, 0, "LongSequence Gradient",
+     "positive features and cotangents: the state's cotangent grows like T - t"},
+    /* the long cases of the core set (every op's t4096 and t512 are in the full set) */
+    {"gated_delta_rule_vjp", "t4096", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:uniform(-0.5,0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL,
+     0, "LongSequence InitialState StateCotangent Gradient",
+     "4096 steps backwards with a decay: dg from every token"},
+    {"fox_vjp", "t512", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 512, 1, 1, 8, 8), NULL,
+     "q:normal k:normal v:normal g:uniform(-0.5,0) do:normal", NULL, 0, "LongSequence Gradient",
+     "512 tokens: the gate's gradient sums over many key blocks"},
+    {"delta_rule_vjp", "beta0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:const(0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "BetaZero InitialState StateCotangent Gradient",
+     "beta = 0: dbeta is all of the gradient the step gets, write and erase terms both"},
+    {"delta_rule_vjp", "beta1", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:const(1) do:normal", NULL, 0, "BetaOne Gradient", "the plain delta rule"},
+    {"delta_rule_vjp", "beta2", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(1.9,2) do:normal", NULL, 0, "BetaNearTwo Gradient",
+     "beta near 2: negative eigenvalues, the cotangent alternates in sign along k"},
+    {"delta_rule_vjp", "beta2-raw", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 4), NULL,
+     "q:normal k:normal(0.25) v:normal beta:uniform(1.9,2) do:normal", NULL, 0,
+     "BetaNearTwo UnnormalizedKeys Gradient", "beta near 2 with raw keys: dk of an implementation that normalises k"},
+    {"gated_delta_rule_vjp", "g0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:const(0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "ZeroGate InitialState StateCotangent Gradient",
+     "g = 0: the delta rule's gradients (fla #104), and dg where the decay is 1"},
+    {"gated_delta_rule_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:uniform(-30,-10) do:normal h0:normal(0.5) dht:normal(0.5)", NULL,
+     0, "StrongDecay InitialState StateCotangent Gradient",
+     "decays down to e^-30 a step: the gate's gradient from tiny states"},
+    {"gated_delta_rule_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:mixed_gate do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "MixedGate ChunkBoundary InitialState StateCotangent Gradient",
+     "zero, mild and strong gates across chunks: the gate's gradient is a reverse cumulative sum"},
+    {"gated_delta_rule_vjp", "gk", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) gk:uniform(-0.5,0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL,
+     0, "PerChannelGate InitialState StateCotangent Gradient", "KDA's per-channel decay: dgk per key channel"},
+    {"gated_delta_rule_vjp", "gk-mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) gk:mixed_gate do:normal", NULL, 0,
+     "PerChannelGate MixedGate Gradient", "per-channel decays mixing 0 and strong values"},
+    {"gated_delta_rule_vjp", "beta2", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(1.9,2) g:uniform(-0.5,0) do:normal", NULL, 0, "BetaNearTwo Gradient",
+     "negative eigenvalues with a decay"},
+    {"comba_vjp", "g0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:const(0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "ZeroGate InitialState StateCotangent Gradient", "g = 0: Comba is the delta rule"},
+    {"comba_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:uniform(-30,-10) do:normal h0:normal(0.5) dht:normal(0.5)", NULL,
+     0, "StrongDecay InitialState StateCotangent Gradient",
+     "strong decays: the correction's gradient reaches the un-decayed state"},
+    {"comba_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:mixed_gate do:normal", NULL, 0, "MixedGate ChunkBoundary Gradient",
+     "mixed gates across chunks"},
+    {"simple_gla_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:normal(0.25) v:normal g:uniform(-30,-10) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "StrongDecay InitialState StateCotangent Gradient", "decays that underflow within a chunk"},
+    {"simple_gla_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:normal(0.25) v:normal g:mixed_gate do:normal", NULL, 0, "MixedGate ChunkBoundary Gradient",
+     "mixed gates across chunks: the gate's gradient is a reverse cumulative sum"},
+    {"gla_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:normal(0.25) v:normal gk:uniform(-30,-10) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "StrongDecay InitialState StateCotangent Gradient", "per-channel decays that underflow"},
+    {"gla_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:normal(0.25) v:normal gk:mixed_gate do:normal", NULL, 0,
+     "MixedGate PerChannelGate ChunkBoundary Gradient", "mixed per-channel gates across chunks"},
+    {"efla_vjp", "tiny-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 4), NULL,
+     "q:normal k:unit_pow2(-30,-14) v:normal beta:uniform(0,1) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "TinyKeyNorm InitialState StateCotangent Gradient",
+     "||k|| from 2^-30 to 2^-14: dc/dbeta -> 1, dc/d||k||^2 -> -beta^2 / 2 without cancelling"},
+    {"efla_vjp", "large-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 4), NULL,
+     "q:normal k:unit_pow2(2,5) v:normal beta:uniform(0,1) do:normal", NULL, 0, "LargeKeyNorm Gradient",
+     "||k|| from 4 to 32: c saturated at 1/||k||^2, dc/dbeta underflows"},
+    {"efla_vjp", "beta1", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 4), NULL,
+     "q:normal k:normal(0.35) v:normal beta:const(1) do:normal", NULL, 0, "BetaOne UnnormalizedKeys Gradient",
+     "beta = 1 with raw keys: dk through c(beta, ||k||^2)"},
+    {"softmax_attn_vjp", "large-logits", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal(10) k:normal(10) v:normal do:normal", NULL, 0, "LargeLogits Gradient",
+     "logits in the hundreds: the softmax's adjoint from saturated weights"},
+    {"fox_vjp", "g0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal g:const(0) do:normal", NULL, 0, "ZeroGate Gradient",
+     "g = 0: softmax attention, and dg where the gate is 0"},
+    {"fox_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal g:uniform(-30,-10) do:normal", NULL, 0, "StrongDecay Gradient",
+     "strong gates: attention to the last few tokens"},
+    {"fox_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal g:mixed_gate do:normal", NULL, 0, "MixedGate ChunkBoundary Gradient",
+     "mixed gates across key blocks: dg is a reverse cumulative sum over the pairs"},
+    {"fox_vjp", "alibi", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 4, 8, 8), NULL,
+     "q:normal k:normal v:normal g_gamma:retnet do:normal", NULL, 0, "ALiBi Variant Gradient",
+     "a constant per-head slope: dg_gamma sums (i - j) dl_ij"},
+    {"fox_vjp", "large-logits", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal(10) k:normal(10) v:normal g:uniform(-0.5,0) do:normal", NULL, 0, "LargeLogits Gradient",
+     "logits in the hundreds with a gate"},
+    {"deltaformer_vjp", "form-exp", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 8), NULL,
+     "q:normal(0.5) k:normal(0.5) v:normal beta:uniform(0,1) do:normal", "form=0", 0, "Variant Gradient",
+     "the documents' form: the gradient of plain exp"},
+    {"deltaformer_vjp", "form-fla", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal beta:uniform(0,1) do:normal", "form=2", 0, "Variant Gradient",
+     "fla's form: the first stage's gradient reaches q, not k"},
+    {"deltaformer_vjp", "no-beta", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal do:normal", NULL, 0, "Variant BetaOne Gradient", "beta absent means 1"},
+    {"deltaformer_vjp", "coupled", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:coupled(0.1) v:normal beta:uniform(0,1) do:normal", NULL, 0, "CoupledKeys Gradient",
+     "nearly parallel keys: large B, its gradient concentrated"},
+    {"path_attn_vjp", "beta2", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal w:unit beta:uniform(1.9,2) do:normal", NULL, 0, "BetaNearTwo Gradient",
+     "transitions near reflections"},
+    {"path_attn_vjp", "w-eq-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:unit v:normal w:copy(k) beta:uniform(0,1) do:normal", NULL, 0, "HouseholderEqualsKey Gradient",
+     "W = K (H13): dk and dw of the same vectors"},
+    {"path_attn_vjp", "reflections", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal w:unit(1.4142135623730951) beta:const(1) do:normal", NULL, 0,
+     "ReflectionNorm Gradient", "||w|| = sqrt 2, beta = 1: each H_t a reflection (H14)"},
+    {"path_attn_vjp", "gate", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal w:unit beta:uniform(0,2) g:uniform(-0.5,0) do:normal", NULL, 0, "Variant Gradient",
+     "PaTH-FoX: dg carries the scale (the gate is inside it)"},
+    {"path_attn_vjp", "beta0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal w:unit beta:const(0) do:normal", NULL, 0, "BetaZero Gradient",
+     "beta = 0: softmax attention, dw = 0 and dbeta still not"},
+};
 
 /* ---- the expanded catalog ---- */
 
@@ -483,7 +662,7 @@ int lacs_case_is_strict(const lacs_case *c, lacs_tier_mask tier, const char **re
 static lacs_case expanded[MAX_CASES];
 static char expanded_inputs[MAX_CASES][256];
 static char expanded_params[MAX_CASES][64];
-static char expanded_flags[MAX_CASES][96];
+static char expanded_flags[MAX_CASES][128];
 static size_t n_expanded;
 
 /* `words` without the word `word` (space-separated). */
@@ -497,6 +676,43 @@ static void drop_word(const char *words, const char *word, char *out, size_t siz
         size_t used = strlen(out);
         snprintf(out + used, size - used, "%s%.*s", used ? " " : "", (int)len, w);
     }
+}
+
+/* Each VJP scenario for the VJP of each op of its families: the forward's
+ * plain inputs, `do`, and with a state h0 and `dht`; the flags plus
+ * Gradient (and StateCotangent with a state). */
+static void expand_vjp_scenarios(void)
+{
+    static char vjp_names[sizeof vjp_forwards / sizeof vjp_forwards[0]][48];
+    for (size_t s = 0; s < sizeof vjp_scenarios / sizeof vjp_scenarios[0]; s++)
+        for (size_t f = 0; f < sizeof vjp_forwards / sizeof vjp_forwards[0]; f++) {
+            size_t o = 0;
+            while (strcmp(sequence_ops[o].op, vjp_forwards[f]) != 0)
+                o++;
+            const scenario *sc = &vjp_scenarios[s];
+            snprintf(vjp_names[f], sizeof vjp_names[f], "%s_vjp", vjp_forwards[f]);
+            int replaced = 0; /* by a particular case of the same name (the core's long cases) */
+            for (size_t i = 0; i < sizeof particular_vjp / sizeof particular_vjp[0]; i++)
+                replaced |= strcmp(particular_vjp[i].op, vjp_names[f]) == 0 && strcmp(particular_vjp[i].name, sc->name) == 0;
+            if (!(sc->families & sequence_ops[o].family) || replaced || n_expanded >= MAX_CASES)
+                continue;
+            lacs_case *c = &expanded[n_expanded];
+            const int state = sequence_ops[o].family != ATTENTION && sc->with_state;
+            snprintf(expanded_inputs[n_expanded], sizeof expanded_inputs[0], "%s do:normal%s", sequence_ops[o].inputs,
+                     state ? " h0:normal(0.5) dht:normal(0.5)" : "");
+            snprintf(expanded_params[n_expanded], sizeof expanded_params[0], "%s %s",
+                     sequence_ops[o].params ? sequence_ops[o].params : "", sc->params ? sc->params : "");
+            char flags[96];
+            drop_word(sc->flags, state ? "" : "InitialState", flags, sizeof flags);
+            snprintf(expanded_flags[n_expanded], sizeof expanded_flags[0], "%s%s Gradient", flags,
+                     state ? " StateCotangent" : "");
+            *c = (lacs_case){.op = vjp_names[f], .name = sc->name, .tiers = LACS_TIER_BOTH, .set = sc->set,
+                             .B = sc->B, .T = sc->T, .H = sc->H, .HV = sc->HV, .K = sc->K, .V = sc->V,
+                             .cu_seqlens = sc->cu_seqlens, .inputs = expanded_inputs[n_expanded],
+                             .params = expanded_params[n_expanded], .split = sc->split,
+                             .flags = expanded_flags[n_expanded], .reason = sc->reason};
+            n_expanded++;
+        }
 }
 
 const lacs_case *lacs_catalog(size_t *count)
@@ -539,6 +755,9 @@ const lacs_case *lacs_catalog(size_t *count)
             }
         for (size_t i = 0; i < sizeof particular / sizeof particular[0] && n_expanded < MAX_CASES; i++)
             expanded[n_expanded++] = particular[i];
+        expand_vjp_scenarios();
+        for (size_t i = 0; i < sizeof particular_vjp / sizeof particular_vjp[0] && n_expanded < MAX_CASES; i++)
+            expanded[n_expanded++] = particular_vjp[i];
     }
     *count = n_expanded;
     return expanded;

@@ -176,8 +176,10 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
                     break;
                 }
                 memcpy(exact, x, (size_t)n * sizeof(double));
+                const lacs_op_info *family_of = info->family == LACS_FAMILY_VJP ? lacs_op_forward(info) : info;
                 const int64_t window =
-                    info->family == LACS_FAMILY_ATTENTION && inputs[i].ndim >= 2 ? inputs[i].shape[1] : 64;
+                    family_of && family_of->family == LACS_FAMILY_ATTENTION && inputs[i].ndim >= 2 ? inputs[i].shape[1]
+                                                                                                   : 64;
                 perturb_gates(&inputs[i], exact, x, cu_seqlens, n_offsets, window, binary32, key, &rng, &bits,
                               &left);
                 free(exact);
@@ -193,9 +195,9 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
             if (perturbed_param(params[p].name))
                 moved[p].value *= 1 + LACS_GAUGE_DELTA * random_sign(&rng, &bits, &left);
         }
-        lacs_internal_state_noise(1, lacs_rng_next(&rng), LACS_GAUGE_DELTA * binary32);
+        lacs_internal_state_noise(1, lacs_rng_next(&rng), LACS_GAUGE_DELTA * binary32, LACS_GAUGE_DELTA);
         rc = lacs_reference_run(op, perturbed, n_inputs, moved, n_params, outs, n_outputs, 0);
-        lacs_internal_state_noise(0, 0, 0);
+        lacs_internal_state_noise(0, 0, 0, 0);
         for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
             const double *y = expected[o].data, *ys = outs[o].data;
             for (int64_t j = 0; j < lacs_tensor_count(&expected[o]); j++) {
@@ -225,12 +227,33 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
     return rc == LACS_ERR_MEMORY ? lacs_internal_error(rc, op, "gauge: out of memory") : rc;
 }
 
+/* The VJPs of the ops on sequences (SPEC.md 4.19, 11.3). The recurrent
+ * family's gradients: a chunked backward (H7's WY/UT form, chunks of 64) sums
+ * over the chunk's tokens (dU_j = sum_{t >= j} P_tj do_t and the triangular
+ * solve) as well as over K: n = max(K, min(T, 64)); a scalar log gate's
+ * gradient sums a whole state per token (K^2 terms, V taken as K), dg_gamma
+ * those over the sequence. The attention forms: the forward's rule,
+ * max(K, T); a gate's gradient sums the pairs j < tau <= i (T^2). */
+static int64_t vjp_sum_length(const lacs_op_info *forward, const char *output, int64_t K, int64_t T)
+{
+    const int attention = forward->family == LACS_FAMILY_ATTENTION;
+    const int64_t chunk = T < 64 ? T : 64;
+    const int64_t base = attention ? (K > T ? K : T) : (K > chunk ? K : chunk);
+    if (strcmp(output, "dg") == 0)
+        return attention ? T * T : (K * K > chunk ? K * K : chunk);
+    if (strcmp(output, "dg_gamma") == 0)
+        return attention ? T * T : K * K * T;
+    return base;
+}
+
 double lacs_gauge_length_factor(const char *op, const char *output, int fp32, int64_t K, int64_t longest_sequence,
                                 int64_t rows, int64_t dim)
 {
     if (!fp32)
         return 1;
     const lacs_op_info *info = lacs_op_find(op);
+    if (info && info->family == LACS_FAMILY_VJP && lacs_op_forward(info))
+        return sqrt((double)vjp_sum_length(lacs_op_forward(info), output, K, longest_sequence));
     int64_t n = 1;
     if (!info)
         return 1;

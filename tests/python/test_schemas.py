@@ -173,7 +173,7 @@ class SchemaExamples(unittest.TestCase):
     def test_flags_and_ids_agree_between_schemas(self):
         for key in ("flags", "id", "tier", "op", "spec_version"):
             self.assertEqual(self.meta.schema["$defs"][key], self.manifest.schema["$defs"][key], key)
-        self.assertEqual(len(self.meta.schema["$defs"]["flags"]["items"]["enum"]), 33)
+        self.assertEqual(len(self.meta.schema["$defs"]["flags"]["items"]["enum"]), 34)
 
     def test_valid_metadata_example(self):
         self.assertEqual(errors(self.meta, METADATA_EXAMPLE), [])

@@ -108,7 +108,11 @@ class Zoo(unittest.TestCase):
             with self.subTest(bug=name):
                 self.assertGreater(len(zoo.ran(cases)), 600)
                 self.assertTrue(all(c.get("outputs") for c in zoo.ran(cases)), "a case without per-output ratios")
-                self.assertEqual(zoo.output_ratios(cases, limit), [])
+                self.assertEqual(zoo.output_ratios(cases, limit, zoo.ILL_CONDITIONED), [])
+                # each named exception is still one (else the list is stale and must shrink)
+                named = {(i, o) for _, i, o in zoo.output_ratios(cases, limit)}
+                if name == "all_zero":
+                    self.assertEqual(sorted(set(zoo.ILL_CONDITIONED) - named), [])
 
     def test_a_bf16_state_fails_every_recurrent_op_in_the_bf16_tier(self):
         cases = zoo.required(self.results[("bug", "bf16_state_every_step")])
@@ -139,6 +143,12 @@ class Zoo(unittest.TestCase):
         self.assertLess(sum(c["level"] == "strict" for c in cases), len(cases) // 10)
 
 
+def numpy_f32_sequence_ops():
+    sys.path.insert(0, os.path.join(REPO, "tests", "zoo"))
+    import numpy_f32
+    return numpy_f32.SEQUENCE_OPS
+
+
 class NumPyFloat32(unittest.TestCase):
     """tests/zoo/numpy_f32.py through the Python harness (Debian's NumPy)."""
 
@@ -158,6 +168,10 @@ class NumPyFloat32(unittest.TestCase):
                 n = int.from_bytes(f.read(8), "little")
                 meta = json.loads(json.loads(f.read(n))["__metadata__"]["lacs"])
             levels[c["id"]] = meta.get("level", "required")
+        # the port has no backward of the ops on sequences: exactly those cases are skipped
+        skipped = {c["op"] for c in cases if c["status"] == "SKIP"}
+        self.assertTrue(all(op.endswith("_vjp") and op[:-4] in numpy_f32_sequence_ops() for op in skipped), skipped)
+        cases = [c for c in cases if c["status"] != "SKIP"]
         required = [c for c in cases if levels[c["id"]] == "required"]
         self.assertGreater(len(required), 550)
         bad = [(c["id"], c["status"], c.get("message")) for c in required if c["status"] != "PASS"]

@@ -285,7 +285,14 @@ def _norms(op, inputs, params):
     raise NotImplementedError(op)
 
 
+SEQUENCE_OPS = set(RECURRENT) | {"mesa_net", "softmax_attn", "fox", "deltaformer", "path_attn"}
+
+
 def run(op, inputs, params):
+    if op.endswith("_vjp") and op[:-len("_vjp")] in SEQUENCE_OPS:
+        # the gradients of the ops on sequences (SPEC.md 4.19) are the backward zoo's (backward_f32.c,
+        # backward_chunked.c); this port is of the forwards and the norms' VJPs
+        raise NotImplementedError(f"{op}: no backward of the ops on sequences in this port")
     if op in RECURRENT:
         return _recurrent(op, inputs, params)
     if op == "mesa_net":
