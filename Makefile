@@ -47,7 +47,9 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/preprocess.c reference/ttt.c reference/deltaformer.c reference/path_attn.c \
            reference/mesa_net.c reference/norms.c
 ONCE_SRC := reference/error.c reference/validate.c optimized/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
-            checker/safetensors.c checker/values.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c
+            checker/safetensors.c checker/output.c checker/values.c checker/ops.c checker/check.c checker/cases.c \
+            checker/verdict.c generators/catalog.c \
+            generators/golden.c generators/gauge.c
 # builtin:cpu (optimized/cpu/README.md): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
 # instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.
 CPU_SRC := $(wildcard optimized/cpu/*.c)
@@ -196,11 +198,11 @@ test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUI
 
 # libFuzzer (clang) on the C reader, seeded with the test corpus, for FUZZ_SECONDS.
 FUZZ_BUILD := build-fuzz
-$(FUZZ_BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/values.c reference/error.c \
+$(FUZZ_BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/output.c checker/values.c reference/error.c \
                                 $(HEADERS) | deps
 	@mkdir -p $(FUZZ_BUILD)/corpus
 	clang -std=c11 -g -O1 -Iinclude -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined \
-	    -o $@ tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/values.c reference/error.c -lcjson -lm
+	    -o $@ tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/output.c checker/values.c reference/error.c -lcjson -lm
 
 fuzz: $(FUZZ_BUILD)/fuzz-safetensors
 	./$(FUZZ_BUILD)/fuzz-safetensors -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 \
