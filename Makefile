@@ -11,8 +11,8 @@
 #   make bench-quick     the same on small shapes (CI)
 #   make selfcheck       build and print the reference's self-check
 #   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
-#                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), vectors-check
-#                        and a bounded fuzz
+#                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), the hostile-input
+#                        suite (test-hostile), vectors-check and a bounded fuzz
 #   make test-sanitize   the C suites and vectors-check under AddressSanitizer + UBSan, in build-sanitize/
 #   make vectors         regenerate the committed core vectors (vectors/core, MANIFEST.json)
 #   make vectors-full    generate the full set into vectors/full and check it against MANIFEST-full.json
@@ -67,7 +67,8 @@ ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
 LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
-.PHONY: all lib check selfcheck test test-c test-cpu test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo \
+.PHONY: all lib check selfcheck test test-c test-cpu test-python test-hostile test-sanitize deps clean fuzz vectors vectors-full \
+        vectors-check zoo \
         bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
 all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/lacs
@@ -149,7 +150,8 @@ test-cpu: $(BUILD)/lacs
 	    why=$$(LACS_ISA=$$isa ./$(BUILD)/lacs list --op rmsnorm 2>/dev/null | grep '^  builtin:cpu ' | grep 'unavailable'); \
 	    if [ -n "$$why" ]; then echo "test-cpu: SKIP LACS_ISA=$$isa:$${why#*builtin:cpu}"; continue; fi; \
 	    echo "test-cpu: LACS_ISA=$$isa ./$(BUILD)/lacs check --impl builtin:cpu"; \
-	    summary=$$(LACS_ISA=$$isa ./$(BUILD)/lacs check --impl builtin:cpu | tail -n 1) || { echo "$$summary"; exit 1; }; \
+	    summary=$$(LACS_ISA=$$isa ./$(BUILD)/lacs check --impl builtin:cpu | grep -E '^[0-9]+ passed, ') \
+	        || { echo "$$summary"; exit 1; }; \
 	    echo "  $$summary"; \
 	    case "$$summary" in *" 0 failed, 0 skipped"*) ;; *) echo "test-cpu: every case must pass" >&2; exit 1;; esac; \
 	done
@@ -184,9 +186,9 @@ $(BUILD)/obj/tests/%.o: %.c $(HEADERS) $(CPU_HEADERS) tests/support.h | deps
 $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/liblacs.a $(LDFLAGS_LACS) -lcriterion $(LIBS)
 
-# make test: the C suites, the Python reader/oracle/schema suites, the
+# make test: the C suites, the Python reader/oracle/schema suites, the hostile-input suite, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-cpu test-cuda test-python vectors-check fuzz
+test: test-c test-cpu test-cuda test-python test-hostile vectors-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
@@ -195,6 +197,12 @@ test-c: $(BUILD)/lacs-tests
 test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUILD)/lacs $(TEST_PLUGIN_SO) $(BUILD)/liblacs_cuda_emulated.so \
              $(BUILD)/lacs-zoo zoo | deps
 	PYTHONPATH=python LACS_BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/python -t . $(if $(V),-v,)
+
+# The hostile-input suite (tests/hostile/, issue 17): corrupt and tampered vectors, hostile plugins and Python
+# functions, planted links and FIFOs, signals; it compiles its own plugins from tests/hostile/plugins/ into a
+# temporary directory. LACS_BUILD and LACS_PYTHON point it at another checker (to show what an older one got wrong).
+test-hostile: $(BUILD)/lacs $(BUILD)/liblacs.so | deps
+	PYTHONPATH=python LACS_BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/hostile -t tests/hostile $(if $(V),-v,)
 
 # libFuzzer (clang) on the C reader, seeded with the test corpus, for FUZZ_SECONDS.
 FUZZ_BUILD := build-fuzz

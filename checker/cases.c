@@ -137,6 +137,9 @@ static int manifest_read(const char *path, const char *prefix, manifest *m)
         if (strncmp(file->valuestring, prefix, prefix_length) != 0)
             continue; /* another set's */
         const char *relative = file->valuestring + prefix_length;
+        const char *slash = strchr(relative, '/');
+        if (slash && strchr(slash + 1, '/'))
+            continue; /* a set in a folder below this one's */
         /* <op>/<id>.safetensors, exactly */
         char expected[512];
         snprintf(expected, sizeof expected, "%s/%s%s", op->valuestring, id->valuestring, vector_suffix);
@@ -160,8 +163,10 @@ static int manifest_for(const char *dir, manifest *m)
     char here[PATH_MAX + 32], real[PATH_MAX], parent[PATH_MAX + 32], prefix[NAME_MAX + 2];
     snprintf(here, sizeof here, "%s/MANIFEST.json", dir);
     int found = manifest_read(here, "", m);
-    if (found != 0)
+    if (found < 0 || (found > 0 && m->n > 0))
         return found;
+    if (found > 0) /* a manifest of the sets in folders below, not of this directory's cases */
+        manifest_free(m);
     if (!realpath(dir, real)) {
         lacs_internal_error(LACS_ERR_IO, dir, "cannot resolve the vectors directory: %s", strerror(errno));
         return -1;

@@ -505,14 +505,9 @@ int lacs_vector_load_verified(const char *path, const char *sha256, lacs_vector 
 {
     memset(v, 0, sizeof *v);
     snprintf(v->path, sizeof v->path, "%s", path);
-    int rc = lacs_safetensors_read(path, &v->file);
+    int rc = lacs_safetensors_read_expecting(path, sha256, &v->file);
     if (rc != LACS_OK)
-        return rc; /* the reader's message names the file and the fault */
-    if (sha256 && sha256[0] && strcmp(sha256, v->file.sha256) != 0)
-        return vector_error(v, LACS_ERR_FORMAT, "hash",
-                            "its SHA-256 is %s, its manifest's (MANIFEST.json) %.64s: the file is not the one "
-                            "listed (altered, corrupted or replaced)",
-                            v->file.sha256, sha256);
+        return rc; /* the reader's message names the file and the fault (a hash that differs included) */
     const char *text = lacs_safetensors_metadata(&v->file, "lacs");
     if (!text)
         return vector_error(v, LACS_ERR_FORMAT, "metadata", "no 'lacs' entry (not a lacs vector)");

@@ -889,6 +889,11 @@ static const char *special_file_kind(mode_t mode)
 
 int lacs_safetensors_read(const char *path, lacs_safetensors_file *f)
 {
+    return lacs_safetensors_read_expecting(path, NULL, f);
+}
+
+int lacs_safetensors_read_expecting(const char *path, const char *sha256, lacs_safetensors_file *f)
+{
     if (!f)
         return lacs_internal_error(LACS_ERR_IO, path, "no file structure given");
     memset(f, 0, sizeof *f);
@@ -950,12 +955,20 @@ int lacs_safetensors_read(const char *path, lacs_safetensors_file *f)
         capacity *= 2;
     }
     close(fd);
-    /* The hash of exactly the bytes parsed: what a manifest is compared with. */
-    char sha256[65];
-    lacs_sha256_hex(buffer, size, sha256);
+    /* The hash of exactly the bytes parsed: what a manifest is compared with,
+     * before anything of the file is believed. */
+    char hash[65];
+    lacs_sha256_hex(buffer, size, hash);
+    if (sha256 && sha256[0] && strcmp(sha256, hash) != 0) {
+        free(buffer);
+        return format_error(path, "hash",
+                            "its SHA-256 is %s, its manifest's (MANIFEST.json) %.64s: the file is not the one listed "
+                            "(altered, corrupted or replaced)",
+                            hash, sha256);
+    }
     const int rc = parse_owned(buffer, size, path, f);
     if (rc == LACS_OK)
-        memcpy(f->sha256, sha256, sizeof sha256);
+        memcpy(f->sha256, hash, sizeof hash);
     return rc;
 }
 

@@ -58,6 +58,10 @@ const char *lacs_dtype_name(lacs_dtype dtype);
  * left empty (safe to free). f->sha256 is the SHA-256 of the bytes read.
  * lacs_safetensors_free(f) releases a success. */
 int lacs_safetensors_read(const char *path, lacs_safetensors_file *f);
+/* The same, refusing a file whose SHA-256 is not `sha256` (64 lowercase hex
+ * digits; NULL or "": not checked) before parsing anything of it:
+ * LACS_ERR_FORMAT, "<path>: hash: ..." (SPEC.md 10.2). */
+int lacs_safetensors_read_expecting(const char *path, const char *sha256, lacs_safetensors_file *f);
 /* The same on bytes in memory (copied); `label` stands for the path in messages. */
 int lacs_safetensors_parse(const uint8_t *bytes, size_t size, const char *label,
                            lacs_safetensors_file *f);
