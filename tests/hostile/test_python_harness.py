@@ -6,6 +6,8 @@ os.chdir, printing on stdout, non-UTF-8 file names, declared limits; and
 import os
 import re
 import shutil
+import signal
+import subprocess
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
@@ -94,6 +96,48 @@ class Processes(HarnessTestCase):
                              "dyt", "--tier", "fp32", *mode)
             self.assertEqual(result.returncode, 0, result)
             self.assertEqual(self.counts(result), (len(support.ids("dyt", "fp32")), 0, 0))
+
+
+class Files(HarnessTestCase):
+    def test_a_report_over_a_golden_vector_is_refused_before_the_run(self):
+        copy = VectorCopy(os.path.join(self.tmp, "vectors"), ["dyt-fp32-basic"])
+        golden = copy.path("dyt-fp32-basic")
+        before = support.sha256_of(golden)
+        for option in ("--json", "--junit"):
+            result = harness("check", "--impl", python_impl("printer"), "--vectors", copy.root, option, golden)
+            self.assertEqual(result.returncode, 2, result)
+            self.assertNotIn("PASS", result.stdout)
+            self.assertIn("golden", result.stderr)
+        fifo = os.path.join(self.tmp, "report.fifo")
+        os.mkfifo(fifo)
+        result = self.check("printer", "--op", "dyt", "--json", fifo, timeout=30)
+        self.assertEqual(result.returncode, 2, result)
+        self.assertIn("not a regular file", result.stderr)
+        self.assertEqual(support.sha256_of(golden), before)
+
+    def test_sigterm_ends_the_worker(self):
+        pids = os.path.join(self.tmp, "pids")
+        os.mkdir(pids)
+        environment = dict(os.environ, PYTHONPATH=support.PYTHON_UNDER_TEST, LACS_BUILD=support.BUILD,
+                           LACS_HOSTILE_PIDS=pids)
+        process = subprocess.Popen([support.PY, "-m", "lacs", "check", "--impl", python_impl("hang_writing_pid"),
+                                    "--vectors", support.CORE, "--op", "dyt"], cwd=support.ROOT, env=environment,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        started = []
+        try:
+            self.assertTrue(support.wait_for(lambda: os.listdir(pids), 30), "the function never ran")
+            started = [int(name.split("-")[1]) for name in os.listdir(pids)]
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=10)
+            self.assertTrue(support.wait_for(lambda: not any(support.process_alive(p) for p in started), 5),
+                            f"the worker {started} outlived the harness")
+            self.assertEqual(process.returncode, -signal.SIGTERM)
+        finally:
+            for pid in started:
+                support.kill_quietly(pid)
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
 
 class Verdicts(HarnessTestCase):

@@ -44,6 +44,7 @@ class VectorTestCase(unittest.TestCase):
         self.assertEqual(result.status_of(case_id), "FAIL", result)
         detail = result.detail_of(case_id)
         self.assertIn(path, detail, result)
+        self.assertFalse(detail.startswith("lacs: "), detail)  # the path first, then the kind
         for word in words:
             self.assertIn(word, detail, result)
         self.assertNotIn("conforms to lacs spec", result.lines[-1] if result.lines else "", result)

@@ -87,3 +87,12 @@ def declared_skip_varlen_h0(op, inputs, params):
 
 declared_skip_varlen_h0.lacs_describe = {"ops": ["delta_rule"], "tiers": ["fp32", "bf16"],
                                          "unsupported": ["Varlen", "InitialState", "StateCarry"]}
+
+
+def hang_writing_pid(op, inputs, params):
+    """Writes its process id to $LACS_HOSTILE_PIDS/worker-<pid>, then waits forever."""
+    directory = os.environ.get("LACS_HOSTILE_PIDS")
+    if directory:
+        with open(os.path.join(directory, f"worker-{os.getpid()}"), "w"):
+            pass
+    time.sleep(3600)
