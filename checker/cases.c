@@ -29,6 +29,7 @@ static const char vector_suffix[] = ".safetensors";
 
 typedef struct {
     const char *id, *op, *tier, *path, *sha256; /* into the cJSON tree; path relative to the covered dir */
+    const cJSON *flags;                          /* its array of flags, or NULL */
     int matched;                                 /* a file of the directory is this entry */
 } manifest_entry;
 
@@ -149,8 +150,9 @@ static int manifest_read(const char *path, const char *prefix, manifest *m)
             manifest_free(m);
             return -1;
         }
+        const cJSON *flags = cJSON_GetObjectItemCaseSensitive(c, "flags");
         m->entries[m->n++] = (manifest_entry){id->valuestring, op->valuestring, tier->valuestring, relative,
-                                              sha->valuestring, 0};
+                                              sha->valuestring, cJSON_IsArray(flags) ? flags : NULL, 0};
     }
     return 1;
 }
@@ -216,7 +218,7 @@ static int has_suffix(const char *name, const char *suffix)
     return n > s && strcmp(name + n - s, suffix) == 0;
 }
 
-static void case_free(lacs_case *c)
+static void case_free(lacs_case_entry *c)
 {
     free(c->path);
     free(c->id);
@@ -235,17 +237,17 @@ void lacs_cases_free(lacs_case_list *list)
     memset(list, 0, sizeof *list);
 }
 
-static lacs_case *append_case(lacs_case_list *list, int *capacity)
+static lacs_case_entry *append_case(lacs_case_list *list, int *capacity)
 {
     if (list->n == *capacity) {
         const int grown = *capacity ? 2 * *capacity : 256;
-        lacs_case *bigger = realloc(list->cases, (size_t)grown * sizeof *bigger);
+        lacs_case_entry *bigger = realloc(list->cases, (size_t)grown * sizeof *bigger);
         if (!bigger)
             return NULL;
         list->cases = bigger;
         *capacity = grown;
     }
-    lacs_case *c = &list->cases[list->n++];
+    lacs_case_entry *c = &list->cases[list->n++];
     memset(c, 0, sizeof *c);
     return c;
 }
@@ -267,25 +269,76 @@ static void tier_from_id(const char *id, char *tier, size_t size)
     snprintf(tier, size, "%s", strstr(id, "-fp32-") ? "fp32" : strstr(id, "-bf16-") ? "bf16" : "?");
 }
 
-/* Loads c's file once: op, tier, flags, reason and level; its state. */
-static int describe_case(lacs_case *c, const char *manifest_path)
+/* A manifest entry's flags, space-separated (malloc'd). */
+static char *entry_flags(const manifest_entry *e)
+{
+    size_t length = 1;
+    const cJSON *flag;
+    cJSON_ArrayForEach(flag, e->flags) if (cJSON_IsString(flag)) length += strlen(flag->valuestring) + 1;
+    char *text = calloc(1, length);
+    cJSON_ArrayForEach(flag, e->flags) if (text && cJSON_IsString(flag))
+    {
+        if (text[0])
+            strcat(text, " ");
+        strcat(text, flag->valuestring);
+    }
+    return text;
+}
+
+/* Whether the loaded vector is the case the manifest (or the file name) says:
+ * LACS_OK, or LACS_ERR_FORMAT naming the field. */
+static int same_case(const lacs_case_entry *c, const lacs_vector *v)
+{
+    if (strcmp(v->id, c->id) != 0)
+        return lacs_internal_error(LACS_ERR_FORMAT, c->path, "metadata: its id is '%s', but %s says '%s'", v->id,
+                                   c->sha256[0] ? "its manifest" : "its file name", c->id);
+    if (c->sha256[0] && (strcmp(v->op, c->op) != 0 || strcmp(v->tier, c->tier) != 0))
+        return lacs_internal_error(LACS_ERR_FORMAT, c->path,
+                                   "metadata: it is a case of %s in %s, its manifest says %s in %s", v->op, v->tier,
+                                   c->op, c->tier);
+    return LACS_OK;
+}
+
+int lacs_case_entry_load(const lacs_case_entry *c, lacs_vector *v)
+{
+    int rc = lacs_vector_load_verified(c->path, c->sha256[0] ? c->sha256 : NULL, v);
+    if (rc == LACS_OK)
+        rc = same_case(c, v);
+    return rc;
+}
+
+lacs_vector *lacs_case_entry_open(const lacs_case_entry *c)
+{
+    lacs_vector *v = malloc(sizeof *v);
+    if (!v) {
+        lacs_internal_error(LACS_ERR_MEMORY, c->path, "out of memory");
+        return NULL;
+    }
+    if (lacs_case_entry_load(c, v) != LACS_OK) {
+        lacs_vector_free(v);
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* Reads c's file once (LACS_CASES_READ): op, tier, flags, reason and level; its state. */
+static int describe_case(lacs_case_entry *c, const char *manifest_path)
 {
     static lacs_vector v; /* large; one at a time */
-    if (c->state == LACS_CASE_OK && lacs_vector_load_verified(c->path, c->sha256[0] ? c->sha256 : NULL, &v) == LACS_OK) {
+    if (c->state == LACS_CASE_OK && lacs_case_entry_load(c, &v) == LACS_OK) {
         snprintf(c->op, sizeof c->op, "%s", v.op);
         snprintf(c->tier, sizeof c->tier, "%s", v.tier);
+        free(c->flags);
         c->flags = text_copy(v.flags);
         c->strict = lacs_vector_is_strict(&v);
-        if (strcmp(v.id, c->id) != 0) {
-            c->state = LACS_CASE_INVALID;
-            c->reason = formatted("%s: metadata: its id is '%s', but its file name says otherwise", c->path, v.id);
-        } else {
-            c->reason = text_copy(v.reason);
-        }
+        c->reason = text_copy(v.reason);
     } else if (c->state == LACS_CASE_OK) {
         c->state = LACS_CASE_INVALID;
-        tier_from_id(c->id, c->tier, sizeof c->tier);
-        c->flags = text_copy("");
+        if (!c->sha256[0])
+            tier_from_id(c->id, c->tier, sizeof c->tier);
+        if (!c->flags)
+            c->flags = text_copy("");
         c->reason = text_copy(lacs_last_error());
     } else if (lacs_vector_load(c->path, &v) == LACS_OK) { /* not listed: read for the filter, never run */
         snprintf(c->tier, sizeof c->tier, "%s", v.tier);
@@ -294,11 +347,31 @@ static int describe_case(lacs_case *c, const char *manifest_path)
                               manifest_path);
     } else { /* not listed, and not a vector at all */
         c->state = LACS_CASE_INVALID;
-        tier_from_id(c->id, c->tier, sizeof c->tier);
         c->flags = text_copy("");
         c->reason = text_copy(lacs_last_error());
     }
     lacs_vector_free(&v);
+    return c->flags && c->reason ? LACS_OK : lacs_internal_error(LACS_ERR_MEMORY, c->path, "out of memory");
+}
+
+/* Without reading the file (LACS_CASES_VERIFY alone): what the manifest says. */
+static int describe_from_manifest(lacs_case_entry *c, const char *manifest_path)
+{
+    if (!c->flags)
+        c->flags = text_copy("");
+    struct stat st;
+    if (c->state == LACS_CASE_UNLISTED && stat(c->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        tier_from_id(c->id, c->tier, sizeof c->tier);
+        c->state = LACS_CASE_INVALID;
+        c->reason = formatted("%s: cannot read: %s", c->path, S_ISFIFO(st.st_mode) ? "a FIFO, not a regular file"
+                                                              : "not a regular file");
+    } else if (c->state == LACS_CASE_UNLISTED) {
+        tier_from_id(c->id, c->tier, sizeof c->tier);
+        c->reason = formatted("%s: manifest: not listed in %s, so its hash cannot be verified", c->path,
+                              manifest_path);
+    } else {
+        c->reason = text_copy("");
+    }
     return c->flags && c->reason ? LACS_OK : lacs_internal_error(LACS_ERR_MEMORY, c->path, "out of memory");
 }
 
@@ -318,7 +391,7 @@ static int collect_op_folder(const char *dir, const char *op, manifest *m, lacs_
     while (rc == LACS_OK && (entry = readdir(d)) != NULL) {
         if (entry->d_name[0] == '.' || !has_suffix(entry->d_name, vector_suffix))
             continue;
-        lacs_case *c = append_case(list, capacity);
+        lacs_case_entry *c = append_case(list, capacity);
         if (!c) {
             rc = lacs_internal_error(LACS_ERR_MEMORY, folder, "out of memory");
             break;
@@ -338,6 +411,12 @@ static int collect_op_folder(const char *dir, const char *op, manifest *m, lacs_
             if (e) {
                 e->matched = 1;
                 snprintf(c->sha256, sizeof c->sha256, "%s", e->sha256);
+                snprintf(c->tier, sizeof c->tier, "%s", e->tier);
+                c->flags = entry_flags(e);
+                if (!c->flags) {
+                    rc = lacs_internal_error(LACS_ERR_MEMORY, folder, "out of memory");
+                    break;
+                }
             } else {
                 c->state = LACS_CASE_UNLISTED;
             }
@@ -349,13 +428,14 @@ static int collect_op_folder(const char *dir, const char *op, manifest *m, lacs_
 
 static int compare_cases(const void *a, const void *b)
 {
-    return strcmp(((const lacs_case *)a)->id, ((const lacs_case *)b)->id);
+    return strcmp(((const lacs_case_entry *)a)->id, ((const lacs_case_entry *)b)->id);
 }
 
-int lacs_cases_find(const char *dir, const char *const *ops, int n_ops, const char *tier, int verify,
+int lacs_cases_find(const char *dir, const char *const *ops, int n_ops, const char *tier, unsigned mode,
                     lacs_case_list *list)
 {
     memset(list, 0, sizeof *list);
+    const int verify = (mode & LACS_CASES_VERIFY) != 0, read = !verify || (mode & LACS_CASES_READ);
     manifest m = {0};
     if (verify && manifest_for(dir, &m) <= 0)
         return lacs_last_error()[0] && strstr(lacs_last_error(), "manifest:") ? LACS_ERR_FORMAT : LACS_ERR_IO;
@@ -371,7 +451,7 @@ int lacs_cases_find(const char *dir, const char *const *ops, int n_ops, const ch
         const manifest_entry *e = &m.entries[i];
         if (e->matched || !wanted_op(ops, n_ops, e->op) || (tier && strcmp(tier, e->tier) != 0))
             continue;
-        lacs_case *c = append_case(list, &capacity);
+        lacs_case_entry *c = append_case(list, &capacity);
         if (!c) {
             rc = lacs_internal_error(LACS_ERR_MEMORY, dir, "out of memory");
             break;
@@ -381,7 +461,7 @@ int lacs_cases_find(const char *dir, const char *const *ops, int n_ops, const ch
         snprintf(c->op, sizeof c->op, "%s", e->op);
         snprintf(c->tier, sizeof c->tier, "%s", e->tier);
         snprintf(c->sha256, sizeof c->sha256, "%s", e->sha256);
-        c->flags = text_copy("");
+        c->flags = entry_flags(e);
         c->reason = c->path ? formatted("%s: manifest: missing: %s lists it, the directory lacks it", c->path, m.path)
                             : NULL;
         c->state = LACS_CASE_MISSING;
@@ -392,9 +472,9 @@ int lacs_cases_find(const char *dir, const char *const *ops, int n_ops, const ch
         qsort(list->cases, (size_t)list->n, sizeof *list->cases, compare_cases);
     int kept = 0;
     for (int i = 0; i < list->n; i++) {
-        lacs_case *c = &list->cases[i];
+        lacs_case_entry *c = &list->cases[i];
         if (rc == LACS_OK && c->state != LACS_CASE_MISSING)
-            rc = describe_case(c, m.path);
+            rc = read ? describe_case(c, m.path) : describe_from_manifest(c, m.path);
         const int keep = rc == LACS_OK && wanted_op(ops, n_ops, c->op) && (!tier || strcmp(tier, c->tier) == 0);
         if (keep)
             list->cases[kept++] = *c;
@@ -413,7 +493,7 @@ int lacs_cases_find(const char *dir, const char *const *ops, int n_ops, const ch
 
 /* ---- for ctypes ---- */
 
-lacs_case_list *lacs_cases_open(const char *dir, const char *ops, const char *tier, int verify)
+lacs_case_list *lacs_cases_open(const char *dir, const char *ops, const char *tier, unsigned mode)
 {
     lacs_case_list *list = calloc(1, sizeof *list);
     char *names = strdup(ops ? ops : "");
@@ -427,7 +507,7 @@ lacs_case_list *lacs_cases_open(const char *dir, const char *ops, const char *ti
     }
     for (char *save = NULL, *word = strtok_r(names, ",", &save); word && n_ops < 64; word = strtok_r(NULL, ",", &save))
         op_list[n_ops++] = word;
-    const int rc = lacs_cases_find(dir, op_list, n_ops, tier && tier[0] ? tier : NULL, verify, list);
+    const int rc = lacs_cases_find(dir, op_list, n_ops, tier && tier[0] ? tier : NULL, mode, list);
     free(names);
     if (rc != LACS_OK) {
         free(list);
@@ -446,7 +526,7 @@ void lacs_cases_close(lacs_case_list *list)
 
 int lacs_cases_count(const lacs_case_list *list) { return list->n; }
 
-const lacs_case *lacs_cases_get(const lacs_case_list *list, int i)
+const lacs_case_entry *lacs_cases_get(const lacs_case_list *list, int i)
 {
     return i >= 0 && i < list->n ? &list->cases[i] : NULL;
 }

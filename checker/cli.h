@@ -87,11 +87,11 @@ int cli_check_tier(const char *tier);
  * NULL (error printed) if it is not a directory. */
 const char *cli_vectors_dir(const char *given);
 /* Every case under dir/<op>/ that passes the filter, sorted by id, with the
- * manifest's missing and unlisted ones when `verify` (lacs_cases_find).
- * Returns 0, or CLI_EXIT_USAGE (error printed). */
-int cli_find_cases(const char *dir, const cli_filter *filter, int verify, lacs_case_list *cases);
+ * manifest's missing and unlisted ones (lacs_cases_find; mode
+ * LACS_CASES_VERIFY, LACS_CASES_READ). Returns 0, or CLI_EXIT_USAGE (error printed). */
+int cli_find_cases(const char *dir, const cli_filter *filter, unsigned mode, lacs_case_list *cases);
 /* "missing", "not listed", "cannot be loaded" (or "" for a case that loads). */
-const char *cli_case_state_words(const lacs_case *c);
+const char *cli_case_state_words(const lacs_case_entry *c);
 
 /* ---- cli_impl.c: the implementation under test ---- */
 

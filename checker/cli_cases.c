@@ -106,14 +106,14 @@ const char *cli_vectors_dir(const char *given)
     return NULL;
 }
 
-int cli_find_cases(const char *dir, const cli_filter *filter, int verify, lacs_case_list *cases)
+int cli_find_cases(const char *dir, const cli_filter *filter, unsigned mode, lacs_case_list *cases)
 {
-    if (lacs_cases_find(dir, filter->ops, filter->n_ops, filter->tier, verify, cases) != LACS_OK)
+    if (lacs_cases_find(dir, filter->ops, filter->n_ops, filter->tier, mode, cases) != LACS_OK)
         return cli_error("%s", lacs_last_error());
     return 0;
 }
 
-const char *cli_case_state_words(const lacs_case *c)
+const char *cli_case_state_words(const lacs_case_entry *c)
 {
     switch (c->state) {
     case LACS_CASE_MISSING: return "missing";

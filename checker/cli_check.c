@@ -178,7 +178,7 @@ typedef struct {
 /* Starts case c: not run if its vector was rejected or the declaration
  * leaves it out; else loads it (verified) and starts its child. Returns 1 if
  * it is running, 0 if it has already finished. */
-static int start_case(running_case *slot, const lacs_case *c, cli_result *r, cli_impl *impl, double timeout,
+static int start_case(running_case *slot, const lacs_case_entry *c, cli_result *r, cli_impl *impl, double timeout,
                       const lacs_verdict *verdict)
 {
     cli_result_init(r, c->id, c->op, c->tier);
@@ -199,8 +199,8 @@ static int start_case(running_case *slot, const lacs_case *c, cli_result *r, cli
         cli_result_fail(r, "out of memory loading %s", c->path);
         return 0;
     }
-    /* Loaded again, and verified again: what runs is what was hashed. */
-    if (lacs_vector_load_verified(c->path, c->sha256[0] ? c->sha256 : NULL, slot->vector) != LACS_OK) {
+    /* Verified as it is loaded: what runs is what was hashed. */
+    if (lacs_case_entry_load(c, slot->vector) != LACS_OK) {
         cli_result_invalid(r, lacs_last_error());
         lacs_vector_free(slot->vector);
         free(slot->vector);
@@ -238,7 +238,7 @@ static void finish_case(running_case *slot, cli_result *r)
 }
 
 /* Runs every case, printing results in order; fills results[]. */
-static void run_cases(const check_options *o, cli_impl *impl, const lacs_case *cases, int n, cli_result *results,
+static void run_cases(const check_options *o, cli_impl *impl, const lacs_case_entry *cases, int n, cli_result *results,
                       const lacs_verdict *verdict)
 {
     running_case *slots = calloc((size_t)o->jobs, sizeof *slots);
@@ -326,13 +326,14 @@ int cli_check(int argc, char **argv, const char *argv0)
         return CLI_EXIT_USAGE;
 
     lacs_case_list list;
-    if (cli_find_cases(dir, &o.filter, !o.no_verify, &list) != 0) {
+    /* verified: the manifest says what each case is, and each file is read once, when its case runs */
+    if (cli_find_cases(dir, &o.filter, o.no_verify ? LACS_CASES_READ : LACS_CASES_VERIFY, &list) != 0) {
         cli_impl_close(&impl);
         return CLI_EXIT_USAGE;
     }
     /* The shard: indexes congruent to I-1 mod N in the sorted, filtered list. */
     const int n_all = list.n;
-    lacs_case *cases = malloc((size_t)(n_all > 0 ? n_all : 1) * sizeof *cases);
+    lacs_case_entry *cases = malloc((size_t)(n_all > 0 ? n_all : 1) * sizeof *cases);
     int n = 0;
     for (int i = 0; cases && i < n_all; i++)
         if (o.shard_count == 0 || i % o.shard_count == o.shard_index - 1)

@@ -71,7 +71,7 @@ int cli_list(int argc, char **argv, const char *argv0)
     if (!dir)
         return CLI_EXIT_USAGE;
     lacs_case_list list;
-    if (cli_find_cases(dir, &filter, !no_verify, &list) != 0)
+    if (cli_find_cases(dir, &filter, (no_verify ? 0u : LACS_CASES_VERIFY) | LACS_CASES_READ, &list) != 0)
         return CLI_EXIT_USAGE;
 
     int id_width = 2, flags_width = 5;
@@ -85,7 +85,7 @@ int cli_list(int argc, char **argv, const char *argv0)
     if (list.n > 0)
         printf("  %-*s  %-*s  %s\n", id_width, "id", flags_width, "flags", "reason");
     for (int i = 0; i < list.n; i++) {
-        lacs_case *c = &list.cases[i];
+        lacs_case_entry *c = &list.cases[i];
         /* One word per column: the flags joined by commas. */
         for (char *p = c->flags; *p; p++)
             if (*p == ' ')

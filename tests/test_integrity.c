@@ -295,7 +295,7 @@ Test(cases, missing_and_unlisted_files_are_cases, .init = make_scratch, .fini = 
              VECTOR("dyt", "dyt-fp32-basic"), scratch, VECTOR("dyt", "dyt-fp32-specials"), scratch);
     cr_assert_eq(system(command), 0);
     lacs_case_list list;
-    cr_assert_eq(lacs_cases_find(scratch, NULL, 0, NULL, 1, &list), LACS_OK, "%s", lacs_last_error());
+    cr_assert_eq(lacs_cases_find(scratch, NULL, 0, NULL, LACS_CASES_VERIFY | LACS_CASES_READ, &list), LACS_OK, "%s", lacs_last_error());
     cr_assert_eq(list.n, 3);
     cr_expect_str_eq(list.cases[0].id, "dyt-fp32-basic");
     cr_expect_eq(list.cases[0].state, LACS_CASE_OK);
@@ -310,7 +310,7 @@ Test(cases, missing_and_unlisted_files_are_cases, .init = make_scratch, .fini = 
     cr_expect_eq(list.n, 2);
     lacs_cases_free(&list);
     unlink(in_scratch("MANIFEST.json"));
-    cr_expect_eq(lacs_cases_find(scratch, NULL, 0, NULL, 1, &list), LACS_ERR_IO);
+    cr_expect_eq(lacs_cases_find(scratch, NULL, 0, NULL, LACS_CASES_VERIFY, &list), LACS_ERR_IO);
     cr_expect(strstr(lacs_last_error(), "no MANIFEST.json covers") != NULL, "%s", lacs_last_error());
 }
 

@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 
+#include "lacs/check.h"
 #include "lacs/types.h"
 
 #ifdef __cplusplus
@@ -41,30 +42,42 @@ typedef struct {
     char sha256[65];  /* the manifest's hash of the file ("" unverified) */
     int strict;       /* lacs_vector_is_strict of the file (SPEC.md 11.7); 0 when it does not load */
     int state;        /* lacs_case_state */
-} lacs_case;
+} lacs_case_entry;
 
 typedef struct {
     char *dir;
     char *manifest;   /* the manifest read, or NULL (not verified) */
-    lacs_case *cases; /* sorted by id (bytewise) */
+    lacs_case_entry *cases; /* sorted by id (bytewise) */
     int n;
 } lacs_case_list;
 
+/* How lacs_cases_find works: */
+#define LACS_CASES_VERIFY 1u /* a manifest must cover dir; listed cases take their id, op, tier, flags and hash
+                                from it, the others are missing or unlisted cases */
+#define LACS_CASES_READ 2u   /* load every file (lacs_case_entry_load: verified) to read its op, tier, flags, reason
+                                and level, and mark the ones that do not load (`lacs list`); implied without
+                                LACS_CASES_VERIFY. Without it a verified file is loaded only when its case runs */
+
 /* The cases under `dir` whose op is one of ops[0..n_ops-1] (every op of the op
- * table when n_ops is 0) and whose tier is `tier` (NULL: both), each file
- * loaded once (lacs_vector_load_verified) to read its op, tier, flags, reason
- * and level. With `verify`, a manifest must cover dir. LACS_OK, or
+ * table when n_ops is 0) and whose tier is `tier` (NULL: both). LACS_OK, or
  * LACS_ERR_IO / LACS_ERR_FORMAT with lacs_last_error() naming the directory or
  * the manifest and the problem (no manifest, a malformed one). */
-int lacs_cases_find(const char *dir, const char *const *ops, int n_ops, const char *tier, int verify,
+int lacs_cases_find(const char *dir, const char *const *ops, int n_ops, const char *tier, unsigned mode,
                     lacs_case_list *list);
 void lacs_cases_free(lacs_case_list *list);
 
+/* Loads a case's file (lacs_vector_load_verified, with its manifest hash when
+ * verified) and checks that it is the case listed: its id (the manifest's,
+ * else the file name's), and when verified its op and tier (LACS_ERR_FORMAT,
+ * kind `metadata`, else). What runs a case loads it this way. */
+int lacs_case_entry_load(const lacs_case_entry *c, lacs_vector *v);
+lacs_vector *lacs_case_entry_open(const lacs_case_entry *c); /* the same on the heap (ctypes); NULL on error */
+
 /* The same for ctypes, on the heap: `ops` comma-separated (NULL or "": every op). */
-lacs_case_list *lacs_cases_open(const char *dir, const char *ops, const char *tier, int verify);
+lacs_case_list *lacs_cases_open(const char *dir, const char *ops, const char *tier, unsigned mode);
 void lacs_cases_close(lacs_case_list *list);
 int lacs_cases_count(const lacs_case_list *list);
-const lacs_case *lacs_cases_get(const lacs_case_list *list, int i);
+const lacs_case_entry *lacs_cases_get(const lacs_case_list *list, int i);
 const char *lacs_cases_manifest(const lacs_case_list *list); /* NULL when not verified */
 
 /* The manifest hash of one vector file FILE = DIR/<op>/<id>.safetensors

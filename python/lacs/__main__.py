@@ -105,7 +105,7 @@ def command_list(args):
     ops = _ops(args.op)
     check.check_filters(library, ops, args.tier)
     directory = check.vectors_dir(args.vectors)
-    cases, manifest = check.find_cases(library, directory, ops, args.tier, verify=not args.no_verify)
+    cases, manifest = check.find_cases(library, directory, ops, args.tier, verify=not args.no_verify, read=True)
     id_width = max([2] + [len(c.id) for c in cases])
     flags_width = max([5] + [len(",".join(c.flags)) for c in cases])
     verified = f"verified against {library.printable(manifest)}" if manifest else "not verified"

@@ -65,6 +65,7 @@ LACS_VECTOR_INPUTS, LACS_VECTOR_GOLDENS, LACS_VECTOR_PARAMS = 0, 1, 2
 DESCRIBE_BUFFER = 256
 # cases.h
 CASE_OK, CASE_INVALID, CASE_MISSING, CASE_UNLISTED = 0, 1, 2, 3
+CASES_VERIFY, CASES_READ = 1, 2
 CASE_STATE_WORDS = {CASE_INVALID: "cannot be loaded", CASE_MISSING: "missing", CASE_UNLISTED: "not listed"}
 # verdict.h
 OUTCOME_PASS, OUTCOME_FAIL, OUTCOME_SKIP, OUTCOME_EXCLUDED, OUTCOME_INVALID = 0, 1, 2, 3, 4
@@ -139,7 +140,7 @@ class LacsOpInfo(ctypes.Structure):
 
 
 class LacsCase(ctypes.Structure):
-    """lacs_case (cases.h)."""
+    """lacs_case_entry (cases.h)."""
     _fields_ = [
         ("path", ctypes.c_char_p),
         ("id", ctypes.c_char_p),
@@ -249,7 +250,8 @@ class Library:
              c_int)
         bind("lacs_describe_element", [c_void_p, c_int, ctypes.c_int64, c_char_p, c_size_t], c_char_p)
         bind("lacs_ops", [ctypes.POINTER(c_int)], ctypes.POINTER(LacsOpInfo))
-        bind("lacs_cases_open", [c_char_p, c_char_p, c_char_p, c_int], c_void_p)
+        bind("lacs_cases_open", [c_char_p, c_char_p, c_char_p, ctypes.c_uint], c_void_p)
+        bind("lacs_case_entry_open", [ctypes.POINTER(LacsCase)], c_void_p)
         bind("lacs_cases_close", [c_void_p], None)
         bind("lacs_cases_count", [c_void_p], c_int)
         bind("lacs_cases_get", [c_void_p, c_int], ctypes.POINTER(LacsCase))
@@ -290,6 +292,17 @@ class Library:
         return [table[i].name.decode("utf-8") for i in range(count.value)]
 
     # -- vectors
+
+    def open_case(self, case):
+        """lacs_case_entry_open: the case's vector, verified against its manifest hash
+        and checked to be the case listed; HarnessError with the reason."""
+        c = LacsCase(path=case.raw_path, id=case.raw_id, op=case.op.encode(), tier=case.tier.encode(),
+                     flags=" ".join(case.flags).encode(), reason=b"", sha256=case.sha256.encode(), strict=0,
+                     state=CASE_OK)
+        handle = self.lib.lacs_case_entry_open(ctypes.byref(c))
+        if not handle:
+            raise HarnessError(self.last_error())
+        return handle
 
     def open_vector(self, path, sha256=None):
         """A lacs_vector pointer, verified against sha256 when given (close it
@@ -547,6 +560,7 @@ class Case:
 
     def __init__(self, library, c):
         self.path = os.fsdecode(c.path)
+        self.raw_path, self.raw_id = bytes(c.path), bytes(c.id)
         self.id = library.printable(c.id)
         self.op = c.op.decode("utf-8", "replace")
         self.tier = c.tier.decode("utf-8", "replace")
@@ -587,12 +601,14 @@ def check_filters(library, ops, tier):
         raise HarnessError(f"unknown tier '{tier}' (tiers: {', '.join(TIERS)})")
 
 
-def find_cases(library, directory, ops=None, tier=None, verify=True):
+def find_cases(library, directory, ops=None, tier=None, verify=True, read=False):
     """(cases, manifest path or None): lacs_cases_find's list for the ops and
     tier, sorted by id; with `verify`, checked against the manifest covering
-    the directory (HarnessError when there is none)."""
+    the directory (HarnessError when there is none); with `read` (or without
+    `verify`), every file read once for its metadata (`list`)."""
+    mode = (CASES_VERIFY if verify else 0) | (CASES_READ if read or not verify else 0)
     handle = library.lib.lacs_cases_open(_bytes(directory), ",".join(ops or ()).encode(),
-                                         tier.encode() if tier else None, 1 if verify else 0)
+                                         tier.encode() if tier else None, mode)
     if not handle:
         raise HarnessError(library.last_error())
     try:
@@ -704,7 +720,7 @@ class Request:
     def __init__(self, library, case):
         self.library = library
         self.case = case
-        self.handle = library.open_vector(case.path, case.sha256 or None)  # verified: what runs was hashed
+        self.handle = library.open_case(case)  # verified as it is loaded: what runs is what was hashed
         try:
             self.op = library.vector_text(self.handle, "op")
             self.inputs = dict(library.vector_tensors(self.handle, LACS_VECTOR_INPUTS))

@@ -85,7 +85,7 @@ class LayoutTest(unittest.TestCase):
         for struct, _, offsets in check.EXPECTED_LAYOUT:
             c_name = {"LacsTensor": "lacs_tensor", "LacsParam": "lacs_param", "LacsOutputCheck": "lacs_output_check",
                       "LacsCheckResult": "lacs_check_result", "LacsOpInfo": "lacs_op_info",
-                      "LacsCase": "lacs_case"}[struct.__name__]
+                      "LacsCase": "lacs_case_entry"}[struct.__name__]
             lines.append(f'printf("{struct.__name__} size %zu\\n", sizeof({c_name}));')
             for field in offsets:
                 lines.append(f'printf("{struct.__name__} {field} %zu\\n", offsetof({c_name}, {field}));')
