@@ -288,6 +288,13 @@ static int probe_plugin(cli_impl *impl, double timeout)
             continue;
         if (n <= 0 || (got += (size_t)n) >= sizeof answer - 1)
             break;
+        /* a whole answer: stop here, even if something the plugin started keeps the pipe open */
+        int lines = 0;
+        for (size_t i = 0; i < got; i++)
+            lines += answer[i] == '\n';
+        if ((got >= 3 && strncmp(answer, "ok\n", 3) == 0 && lines >= 6) ||
+            (got >= 6 && strncmp(answer, "error\n", 6) == 0 && lines >= 2))
+            break;
     }
     close(fds[0]);
     answer[got] = '\0';

@@ -30,13 +30,13 @@ extern "C" {
 
 /* The tolerance of one vector (SPEC.md 11.3), as stored in its metadata. */
 typedef struct {
-    char model[32];            /* LACS_TOLERANCE_MODEL (or "provisional-normwise/1": generator 1, no gauges) */
+    char model[32];            /* LACS_TOLERANCE_MODEL (lacs_vector_load refuses generator 1's "provisional-normwise/1") */
     double unit_roundoff;      /* u: 2^-24 (fp32), 2^-8 (bf16) */
     double normwise_factor;    /* c_n: a block passes if ||x - y||_F <= c_n u L ||g||_F */
     double elementwise_factor; /* c_e: an element passes if |x - y| <= c_e u L (g + floor) */
     double floor_fraction;     /* floor = floor_fraction * RMS of g over the element's block */
     double underflow;          /* eta: half the tier's smallest subnormal, 2^-150 (fp32) or 2^-134 (bf16) */
-    double provisional;        /* the bound of "provisional-normwise/1" (normwise relative error) */
+    double provisional;        /* unused: the bound of generator 1's model, which is no longer accepted */
 } lacs_tolerance;
 
 /* How an output's elements are grouped into blocks (SPEC.md 11.2): the

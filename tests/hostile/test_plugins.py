@@ -74,6 +74,23 @@ class Loading(PluginTestCase):
         self.assertIn("constructor_exit.so", result.stderr)
         self.assertIn("exited", result.stderr)
 
+    def test_a_constructor_forking_a_daemon_neither_stalls_the_run_nor_outlives_it(self):
+        pids = os.path.join(self.tmp, "pids")
+        os.mkdir(pids)
+        started = time.monotonic()
+        try:
+            result = self.check("", "--op", "linear_attn", "--tier", "fp32", impl=plugin("constructor_fork"),
+                                env={"LACS_HOSTILE_PIDS": pids}, timeout=50)
+            self.assertFalse(result.timed_out, "lacs check waited for the constructor's process")
+            self.assertLess(time.monotonic() - started, 40)
+            self.assertEqual(result.returncode, 0, result)
+            daemons = [int(name.split("-")[1]) for name in os.listdir(pids)]
+            self.assertTrue(daemons)
+            self.assertTrue(support.wait_for(lambda: not any(support.process_alive(p) for p in daemons), 5))
+        finally:
+            for name in os.listdir(pids):
+                support.kill_quietly(int(name.split("-")[1]))
+
     def test_the_impl_option_with_an_empty_value(self):
         result = lacs("check", "--impl=", "--op", "linear_attn")
         self.assertEqual(result.returncode, 2, result)
