@@ -93,7 +93,7 @@ static void print_case(const lacs_vector *v)
     printf("tier       %s\n", v->tier);
     printf("flags      %s\n", v->flags[0] ? cli_text(v->flags) : "(none)");
     printf("reason     %s\n", cli_text(v->reason ? v->reason : ""));
-    if (v->strict)
+    if (lacs_vector_is_strict(v))
         printf("level      strict: %s\n", cli_text(v->level_reason ? v->level_reason : ""));
     printf("params    ");
     for (int i = 0; i < v->n_params; i++)
