@@ -11,8 +11,8 @@
 #   make bench-quick     the same on small shapes (CI)
 #   make selfcheck       build and print the reference's self-check
 #   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
-#                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), vectors-check
-#                        and a bounded fuzz
+#                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), the hostile-input
+#                        suite (test-hostile), vectors-check and a bounded fuzz
 #   make test-sanitize   the C suites and vectors-check under AddressSanitizer + UBSan, in build-sanitize/
 #   make vectors         regenerate the committed core vectors (vectors/core, MANIFEST.json)
 #   make vectors-full    generate the full set into vectors/full and check it against MANIFEST-full.json
@@ -49,7 +49,9 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/preprocess.c reference/ttt.c reference/deltaformer.c reference/path_attn.c \
            reference/mesa_net.c reference/norms.c
 ONCE_SRC := reference/error.c reference/validate.c optimized/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
-            checker/safetensors.c checker/values.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c
+            checker/safetensors.c checker/output.c checker/values.c checker/ops.c checker/check.c checker/cases.c \
+            checker/verdict.c generators/catalog.c \
+            generators/golden.c generators/gauge.c
 # builtin:cpu (optimized/cpu/README.md): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
 # instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.
 CPU_SRC := $(wildcard optimized/cpu/*.c)
@@ -67,8 +69,8 @@ ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
 LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
-.PHONY: all lib check selfcheck test test-c test-cpu test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo \
-        install test-install \
+.PHONY: all lib check selfcheck test test-c test-cpu test-python test-hostile test-sanitize deps clean fuzz vectors vectors-full \
+        vectors-check zoo install test-install \
         bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
 all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/lacs
@@ -181,9 +183,9 @@ $(BUILD)/obj/tests/%.o: %.c $(HEADERS) $(CPU_HEADERS) tests/support.h | deps
 $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 	$(CC) -o $@ $(TEST_OBJ) $(BUILD)/liblacs.a $(LDFLAGS_LACS) -lcriterion $(LIBS)
 
-# make test: the C suites, the Python reader/oracle/schema suites, the
+# make test: the C suites, the Python reader/oracle/schema suites, the hostile-input suite, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-cpu test-cuda test-python test-install vectors-check fuzz
+test: test-c test-cpu test-cuda test-python test-hostile test-install vectors-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
@@ -193,13 +195,19 @@ test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUI
              $(BUILD)/lacs-zoo zoo | deps
 	PYTHONPATH=python LACS_BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/python -t . $(if $(V),-v,)
 
+# The hostile-input suite (tests/hostile/, issue 17): corrupt and tampered vectors, hostile plugins and Python
+# functions, planted links and FIFOs, signals; it compiles its own plugins from tests/hostile/plugins/ into a
+# temporary directory. LACS_BUILD and LACS_PYTHON point it at another checker (to show what an older one got wrong).
+test-hostile: $(BUILD)/lacs $(BUILD)/liblacs.so | deps
+	PYTHONPATH=python LACS_BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/hostile -t tests/hostile $(if $(V),-v,)
+
 # libFuzzer (clang) on the C reader, seeded with the test corpus, for FUZZ_SECONDS.
 FUZZ_BUILD := build-fuzz
-$(FUZZ_BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/values.c reference/error.c \
+$(FUZZ_BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/output.c checker/values.c reference/error.c \
                                 $(HEADERS) | deps
 	@mkdir -p $(FUZZ_BUILD)/corpus
 	clang -std=c11 -g -O1 -Iinclude -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined \
-	    -o $@ tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/values.c reference/error.c -lcjson -lm
+	    -o $@ tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/output.c checker/values.c reference/error.c -lcjson -lm
 
 fuzz: $(FUZZ_BUILD)/fuzz-safetensors
 	./$(FUZZ_BUILD)/fuzz-safetensors -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 \

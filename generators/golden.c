@@ -608,7 +608,7 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
                 longest = cu[n + 1] - cu[n] > longest ? cu[n + 1] - cu[n] : longest;
         }
     cJSON *tol = cJSON_AddObjectToObject(root, "tolerance");
-    cJSON_AddStringToObject(tol, "model", "lacs-tolerance/1");
+    cJSON_AddStringToObject(tol, "model", LACS_TOLERANCE_MODEL);
     add_exact_number(tol, "unit_roundoff", fp32 ? 0x1p-24 : 0x1p-8);
     cJSON_AddNumberToObject(tol, "normwise_factor", LACS_TOLERANCE_NORMWISE_FACTOR);
     cJSON_AddNumberToObject(tol, "elementwise_factor", LACS_TOLERANCE_ELEMENTWISE_FACTOR);

@@ -25,6 +25,11 @@ extern "C" {
  * RMS allowance: autograd's 1 - tanh^2 VJPs), bf16 1/8 (the 16-sample noise of
  * fla's bf16 intermediates, while half outputs still fail the tier's most
  * ill-conditioned outputs). */
+/* The tolerance model generator 3 writes (spec 1.4, SPEC.md 11.3). Its
+ * formula is generator 2's ("lacs-tolerance/1", spec 1.3); the element floor
+ * is per tier. The checker still reads /1 vectors with /1's constants. */
+#define LACS_TOLERANCE_MODEL "lacs-tolerance/2"
+
 #define LACS_TOLERANCE_NORMWISE_FACTOR 6.0
 #define LACS_TOLERANCE_ELEMENTWISE_FACTOR 24.0
 #define LACS_TOLERANCE_FLOOR_FRACTION_FP32 0.25
