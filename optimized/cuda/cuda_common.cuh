@@ -24,6 +24,14 @@
 #include "cuda.h"
 #include "lacs/types.h"
 
+/* A loop the device compiler unrolls (so that small arrays indexed by its
+ * counter stay in registers); the host compiler of the emulation decides. */
+#ifdef LACS_CUDA_EMULATION
+#define LACS_UNROLL
+#else
+#define LACS_UNROLL _Pragma("unroll")
+#endif
+
 /* ---- bf16 as 16 bits ----
  * Inputs and operands are kept as unsigned short, the bf16 bit pattern, and
  * converted by these two functions: the widening is exact, the narrowing rounds to nearest even as the generators'
@@ -152,20 +160,127 @@ __device__ void lacs_block_gemm(const unsigned short *A, int lda, const unsigned
     }
 }
 
+/* fp32 operands: each thread computes R x R outputs at a time (R = 4, 2 or
+ * 1: the largest that still gives every thread a tile), each output summed
+ * over p = 0 .. K - 1 in order with fmaf: the same bits whatever R is. R x R
+ * tiles read 2 R values of shared memory per R^2 fused multiply-adds. */
+template <int R, bool TransA, bool TransB>
+__device__ __forceinline__ void lacs_block_gemm_fp32_tiles(const float *A, int lda, const float *B, int ldb, float *C,
+                                                           int ldc, int M, int N, int K, bool accumulate)
+{
+    const int tiles_n = N / R, tiles = (M / R) * tiles_n;
+    for (int tile = (int)threadIdx.x; tile < tiles; tile += (int)blockDim.x) {
+        const int i0 = tile / tiles_n * R, j0 = tile % tiles_n * R;
+        float acc[R][R];
+        LACS_UNROLL
+        for (int r = 0; r < R; r++)
+            LACS_UNROLL
+            for (int c = 0; c < R; c++)
+                acc[r][c] = accumulate ? C[(size_t)(i0 + r) * ldc + j0 + c] : 0.0f;
+        for (int p = 0; p < K; p++) {
+            float a[R], b[R];
+            LACS_UNROLL
+            for (int r = 0; r < R; r++)
+                a[r] = TransA ? A[(size_t)p * lda + i0 + r] : A[(size_t)(i0 + r) * lda + p];
+            LACS_UNROLL
+            for (int c = 0; c < R; c++)
+                b[c] = TransB ? B[(size_t)(j0 + c) * ldb + p] : B[(size_t)p * ldb + j0 + c];
+            LACS_UNROLL
+            for (int r = 0; r < R; r++)
+                LACS_UNROLL
+                for (int c = 0; c < R; c++)
+                    acc[r][c] = fmaf(a[r], b[c], acc[r][c]);
+        }
+        LACS_UNROLL
+        for (int r = 0; r < R; r++)
+            LACS_UNROLL
+            for (int c = 0; c < R; c++)
+                C[(size_t)(i0 + r) * ldc + j0 + c] = acc[r][c];
+    }
+}
+
 template <bool TransA, bool TransB>
 __device__ void lacs_block_gemm(const float *A, int lda, const float *B, int ldb, float *C, int ldc, int M, int N,
                                 int K, bool accumulate)
 {
-    for (int idx = (int)threadIdx.x; idx < M * N; idx += (int)blockDim.x) {
-        const int i = idx / N, j = idx % N;
-        float sum = accumulate ? C[(size_t)i * ldc + j] : 0.0f;
-        for (int p = 0; p < K; p++) {
-            const float a = TransA ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
-            const float b = TransB ? B[(size_t)j * ldb + p] : B[(size_t)p * ldb + j];
-            sum = fmaf(a, b, sum);
+    const int threads = (int)blockDim.x;
+    if ((M / 4) * (N / 4) >= threads)
+        lacs_block_gemm_fp32_tiles<4, TransA, TransB>(A, lda, B, ldb, C, ldc, M, N, K, accumulate);
+    else if ((M / 2) * (N / 2) >= threads)
+        lacs_block_gemm_fp32_tiles<2, TransA, TransB>(A, lda, B, ldb, C, ldc, M, N, K, accumulate);
+    else
+        lacs_block_gemm_fp32_tiles<1, TransA, TransB>(A, lda, B, ldb, C, ldc, M, N, K, accumulate);
+}
+
+/* ---- tiles between global and shared memory ----
+ * lacs_load_tile: dst [padded_rows x ld] (the operand type) = rows of an
+ * input, zero past `rows` and `cols`: dst[r][c] = src[base + r row_stride + c],
+ * rounded to the operand type (exact when the input has that type). When the
+ * input has the operand's type and every row starts on a 16-byte boundary,
+ * each thread moves 16 bytes at a time (8 bf16 or 4 fp32 values), else one
+ * value. ld is a multiple of 16 and dst 128-byte aligned (lacs_shared_round). */
+template <typename Op>
+__device__ void lacs_load_tile(Op *dst, int ld, int padded_rows, lacs_view src, int64_t base, int64_t row_stride,
+                               int rows, int cols)
+{
+    const int per16 = 16 / (int)sizeof(Op);
+    const bool same_type = (sizeof(Op) == 2) == (src.bf16 != 0);
+    if (same_type && cols % per16 == 0 && base % per16 == 0 && row_stride % per16 == 0) {
+        const int vectors = ld / per16;
+        const Op *from = (const Op *)src.data;
+        uint4 *to = reinterpret_cast<uint4 *>(dst);
+        for (int e = (int)threadIdx.x; e < padded_rows * vectors; e += (int)blockDim.x) {
+            const int r = e / vectors, c = e % vectors * per16;
+            uint4 value = make_uint4(0u, 0u, 0u, 0u);
+            if (r < rows && c < cols)
+                value = __ldg(reinterpret_cast<const uint4 *>(from + base + r * row_stride + c));
+            to[e] = value;
         }
-        C[(size_t)i * ldc + j] = sum;
+        return;
+    }
+    for (int e = (int)threadIdx.x; e < padded_rows * ld; e += (int)blockDim.x) {
+        const int r = e / ld, c = e % ld;
+        lacs_store_operand(&dst[e], r < rows && c < cols ? lacs_view_at(src, base + r * row_stride + c) : 0.0f);
     }
 }
+
+/* Copies `rows` rows of `row_bytes` bytes (a multiple of 16; both pointers and
+ * strides 16-byte aligned) from src (stride src_stride bytes) to dst (stride
+ * dst_stride bytes), 16 bytes per thread at a time: shared memory to the
+ * workspace and back. */
+__device__ __forceinline__ void lacs_copy_rows(void *dst, size_t dst_stride, const void *src, size_t src_stride,
+                                               int rows, size_t row_bytes)
+{
+    const int vectors = (int)(row_bytes / 16);
+    for (int e = (int)threadIdx.x; e < rows * vectors; e += (int)blockDim.x) {
+        const int r = e / vectors, c = e % vectors;
+        *(reinterpret_cast<uint4 *>((char *)dst + r * dst_stride) + c) =
+            *(reinterpret_cast<const uint4 *>((const char *)src + r * src_stride) + c);
+    }
+}
+
+/* ---- the deliberately wrong twins (make test-cuda) ----
+ * Built only into build/liblacs_cuda_mutant.so, which is compiled for the
+ * emulation with -DLACS_CUDA_MUTANTS: LACS_CUDA_MUTANT=<name> in the
+ * environment selects one bug, and the suite must reject every one
+ * (optimized/cuda/README.md section 5). In every other build LACS_MUTANT(x)
+ * is false and the bug's code is dead. */
+enum lacs_cuda_mutant_kind {
+    LACS_MUTANT_NONE = 0,
+    LACS_MUTANT_STATE_BF16,         /* recurrent family: the state kept in bf16 between chunks */
+    LACS_MUTANT_GATE_PER_TOKEN,     /* recurrent family: gk's chunk sums restart at every sub-chunk */
+    LACS_MUTANT_NO_RESCALE,         /* attention: the accumulator not rescaled when the row maximum grows */
+    LACS_MUTANT_SECH2_FROM_TANH,    /* norms: sech^2 as 1 - tanh^2 in dyt_vjp and softcap_vjp */
+    LACS_MUTANT_MESA_STALE_STATE,   /* mesa_net: o read from the states before the token's update */
+};
+#ifdef LACS_CUDA_MUTANTS
+#ifndef LACS_CUDA_EMULATION
+#error "the mutants are built for the emulation only"
+#endif
+int lacs_cuda_mutant_selected(void); /* emulation.cpp: LACS_CUDA_MUTANT's kind */
+#define LACS_MUTANT(kind) (lacs_cuda_mutant_selected() == (kind))
+#else
+#define LACS_MUTANT(kind) false
+#endif
 
 #endif

@@ -112,8 +112,9 @@ static size_t dtype_size(lacs_dtype dtype)
 /* The ops builtin:cuda implements (the list: README.md). */
 static int implemented(const char *op)
 {
-    static const char *const ops[] = {"delta_rule", "gated_delta_rule", "efla", "rmsnorm", "rmsnorm_vjp", "dyt",
-                                      "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn"};
+    static const char *const ops[] = {"linear_attn", "linear_attn_postnorm", "retention", "simple_gla", "gla",
+                                      "delta_rule", "gated_delta_rule", "comba", "efla", "rmsnorm", "rmsnorm_vjp",
+                                      "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (strcmp(op, ops[i]) == 0)
             return 1;

@@ -70,6 +70,26 @@ void fiber_main(void)
 
 } // namespace
 
+/* The mutant LACS_CUDA_MUTANT names (cuda_common.cuh), read once. */
+int lacs_cuda_mutant_selected(void)
+{
+    static int selected = -1;
+    if (selected < 0) {
+        static const char *const names[] = {"", "state_bf16", "gate_per_token", "no_rescale", "sech2_from_tanh",
+                                            "mesa_stale_state"};
+        const char *name = getenv("LACS_CUDA_MUTANT");
+        selected = 0;
+        for (int i = 1; name && i < (int)(sizeof names / sizeof names[0]); i++)
+            if (strcmp(name, names[i]) == 0)
+                selected = i;
+        if (name && *name && selected == 0) {
+            fprintf(stderr, "lacs CUDA emulation: LACS_CUDA_MUTANT=%s names no mutant\n", name);
+            abort();
+        }
+    }
+    return selected;
+}
+
 int nvcuda::wmma::lacs_emulated_lane(void)
 {
     return running->current % 32;

@@ -63,6 +63,7 @@ extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 struct float4 { float x, y, z, w; };
 struct uint4 { unsigned x, y, z, w; };
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 
 /* ---- the runtime API the host code uses ---- */
 
@@ -72,7 +73,8 @@ enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpy
 enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin, cudaDevAttrMultiProcessorCount };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 
-/* The emulated device: 227 KiB of shared memory per block (an H100's), 8 SMs. */
+/* The emulated device: 227 KiB of shared memory per block (an H100's), 4 SMs (few, so that the
+ * kernels' choices for a device their grid would not fill are exercised by small cases too). */
 const int lacs_emulated_shared_memory_per_block = 227 * 1024;
 
 static inline cudaError_t cudaMalloc(void **p, size_t n)
@@ -90,7 +92,7 @@ static inline cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSucces
 static inline const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "emulated error"; }
 static inline cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int)
 {
-    *value = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? lacs_emulated_shared_memory_per_block : 8;
+    *value = attr == cudaDevAttrMaxSharedMemoryPerBlockOptin ? lacs_emulated_shared_memory_per_block : 4;
     return cudaSuccess;
 }
 template <typename Kernel> cudaError_t cudaFuncSetAttribute(Kernel, cudaFuncAttribute, int) { return cudaSuccess; }
