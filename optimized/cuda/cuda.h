@@ -64,9 +64,11 @@ int lacs_cuda_unsupported(const char *op, const char *fmt, ...)
     ;
 
 /* The families. */
-int lacs_cuda_recurrent(const lacs_cuda_call *c); /* recurrent.cu: delta_rule, gated_delta_rule (g), efla */
-int lacs_cuda_norm(const lacs_cuda_call *c);      /* norms.cu: rmsnorm, dyt, dyisru and their VJPs */
-int lacs_cuda_attention(const lacs_cuda_call *c); /* attention.cu: path_attn */
+int lacs_cuda_recurrent(const lacs_cuda_call *c); /* recurrent.cu: the recurrent family */
+int lacs_cuda_norm(const lacs_cuda_call *c);      /* norms.cu: the norms and their VJPs */
+int lacs_cuda_mesa(const lacs_cuda_call *c);      /* mesa.cu: mesa_net */
+int lacs_cuda_attention(const lacs_cuda_call *c); /* attention.cu: path_attn; the others to flash.cu */
+int lacs_cuda_flash(const lacs_cuda_call *c);     /* flash.cu: softmax_attn, fox, deltaformer */
 
 /* device.cu: the runtime calls dispatch.c makes, each returning 0 or
  * writing the CUDA error's text into why[why_size] and returning -1. */

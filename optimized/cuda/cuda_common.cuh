@@ -218,10 +218,13 @@ __device__ void lacs_block_gemm(const float *A, int lda, const float *B, int ldb
  * rounded to the operand type (exact when the input has that type). When the
  * input has the operand's type and every row starts on a 16-byte boundary,
  * each thread moves 16 bytes at a time (8 bf16 or 4 fp32 values), else one
- * value. ld is a multiple of 16 and dst 128-byte aligned (lacs_shared_round). */
+ * value. ld is a multiple of 16 and dst 128-byte aligned (lacs_shared_round).
+ * read_only: the input is not written during the launch, so the loads may
+ * take the read-only data path (__ldg); memory the kernel itself writes must
+ * not (the path is not coherent with the launch's own stores). */
 template <typename Op>
 __device__ void lacs_load_tile(Op *dst, int ld, int padded_rows, lacs_view src, int64_t base, int64_t row_stride,
-                               int rows, int cols)
+                               int rows, int cols, bool read_only = true)
 {
     const int per16 = 16 / (int)sizeof(Op);
     const bool same_type = (sizeof(Op) == 2) == (src.bf16 != 0);
@@ -232,8 +235,10 @@ __device__ void lacs_load_tile(Op *dst, int ld, int padded_rows, lacs_view src, 
         for (int e = (int)threadIdx.x; e < padded_rows * vectors; e += (int)blockDim.x) {
             const int r = e / vectors, c = e % vectors * per16;
             uint4 value = make_uint4(0u, 0u, 0u, 0u);
-            if (r < rows && c < cols)
-                value = __ldg(reinterpret_cast<const uint4 *>(from + base + r * row_stride + c));
+            if (r < rows && c < cols) {
+                const uint4 *at = reinterpret_cast<const uint4 *>(from + base + r * row_stride + c);
+                value = read_only ? __ldg(at) : *at;
+            }
             to[e] = value;
         }
         return;

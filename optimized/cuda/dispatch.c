@@ -114,7 +114,9 @@ static int implemented(const char *op)
 {
     static const char *const ops[] = {"linear_attn", "linear_attn_postnorm", "retention", "simple_gla", "gla",
                                       "delta_rule", "gated_delta_rule", "comba", "efla", "rmsnorm", "rmsnorm_vjp",
-                                      "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn"};
+                                      "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn",
+                                      "softmax_attn", "fox", "deltaformer", "mesa_net", "softcap",
+                                      "softcap_vjp", "l2norm", "l2norm_vjp"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (strcmp(op, ops[i]) == 0)
             return 1;
@@ -154,7 +156,7 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
     if (!implemented(op))
         return lacs_cuda_unsupported(op, "builtin:cuda implements delta_rule, gated_delta_rule, efla, path_attn, "
                                          "rmsnorm, dyt, dyisru and the norms' VJPs");
-    if (info->family == LACS_FAMILY_RECURRENT || info->family == LACS_FAMILY_ATTENTION)
+    if (info->family != LACS_FAMILY_NORM)
         if ((rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params)) != LACS_OK)
             return rc;
     if (n_inputs > 16 || n_outputs > LACS_OPS_MAX_OUTPUTS)
@@ -202,7 +204,7 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
             rc = lacs_cuda_attention(&c);
             break;
         case LACS_FAMILY_MESA:
-            rc = lacs_cuda_unsupported(op, "mesa_net");
+            rc = lacs_cuda_mesa(&c);
             break;
         }
         if (rc == LACS_OK && lacs_cuda_synchronize(why, sizeof why) != 0)
