@@ -87,7 +87,7 @@ __device__ __forceinline__ unsigned char *lacs_shared_memory(void)
 #endif
 
 /* Carving shared memory: each buffer starts 128-byte aligned (WMMA wants 32). */
-static inline size_t lacs_shared_round(size_t bytes) { return (bytes + 127) / 128 * 128; }
+__host__ __device__ inline size_t lacs_shared_round(size_t bytes) { return (bytes + 127) / 128 * 128; }
 
 /* ---- the launch ----
  * One call for the GPU and the emulation: grid, block, dynamic shared memory

@@ -6,6 +6,11 @@
  * generation: the last thread to arrive opens the barrier for the others. A
  * whole round in which no fiber arrives anywhere or returns, while some still
  * wait, is a deadlock: a barrier not every thread reaches.
+ *
+ * The schedule (rule 2's check): LACS_CUDA_EMULATION_SCHEDULE=reverse runs the
+ * blocks from the last and each round's fibers from the last thread, so that
+ * a read racing with another thread's write sees the write in one schedule
+ * and not in the other; a race-free kernel gives the same bits in both.
  */
 #include <ucontext.h>
 
@@ -99,9 +104,20 @@ unsigned char *lacs_emulated_shared_memory(void) { return running->shared; }
 
 void __syncthreads(void) { wait_at(&running->block_barrier, running->n_threads); }
 
+/* Rule 4: the whole warp, with the full mask and width. */
+void lacs_emulated_full_warp(const char *what, unsigned mask, int width)
+{
+    if (mask != 0xffffffffu || width != 32) {
+        fprintf(stderr, "lacs CUDA emulation: rule 4: %s with mask 0x%08x and width %d in block (%u,%u,%u), "
+                        "thread %d: every lane of the warp takes part (mask 0xffffffff, width 32)\n",
+                what, mask, width, blockIdx.x, blockIdx.y, blockIdx.z, running->current);
+        abort();
+    }
+}
+
 void __syncwarp(unsigned mask)
 {
-    (void)mask;
+    lacs_emulated_full_warp("__syncwarp", mask, 32);
     wait_at(&running->warp_barriers[running->current / 32], 32);
 }
 
@@ -140,47 +156,57 @@ cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, cons
     running = &state;
     gridDim = grid;
     blockDim = block;
+    const char *schedule = getenv("LACS_CUDA_EMULATION_SCHEDULE");
+    const bool reverse = schedule && strcmp(schedule, "reverse") == 0;
+    if (schedule && *schedule && !reverse && strcmp(schedule, "forward") != 0) {
+        fprintf(stderr, "lacs CUDA emulation: LACS_CUDA_EMULATION_SCHEDULE=%s: forward or reverse\n", schedule);
+        abort();
+    }
+    const long long n_blocks = (long long)grid.x * grid.y * grid.z;
+    bool *const finished = new bool[n_threads]();
 
-    for (unsigned bz = 0; bz < grid.z; bz++)
-        for (unsigned by = 0; by < grid.y; by++)
-            for (unsigned bx = 0; bx < grid.x; bx++) {
-                blockIdx = dim3(bx, by, bz);
-                memset(state.shared, 0xFF, shared_bytes ? shared_bytes : 1);
-                state.block_barrier = barrier{};
-                for (int w = 0; w < n_threads / 32; w++)
-                    state.warp_barriers[w] = barrier{};
-                bool *finished = new bool[n_threads]();
-                for (int t = 0; t < n_threads; t++) {
-                    getcontext(&state.fibers[t]);
-                    state.fibers[t].uc_stack.ss_sp = state.stacks[t];
-                    state.fibers[t].uc_stack.ss_size = fiber_stack_bytes;
-                    state.fibers[t].uc_link = &state.scheduler;
-                    makecontext(&state.fibers[t], fiber_main, 0);
+    for (long long b = 0; b < n_blocks; b++) {
+        const long long linear = reverse ? n_blocks - 1 - b : b;
+        const unsigned bx = (unsigned)(linear % grid.x), by = (unsigned)(linear / grid.x % grid.y),
+                       bz = (unsigned)(linear / grid.x / grid.y);
+        blockIdx = dim3(bx, by, bz);
+        memset(state.shared, 0xFF, shared_bytes ? shared_bytes : 1);
+        state.block_barrier = barrier{};
+        for (int w = 0; w < n_threads / 32; w++)
+            state.warp_barriers[w] = barrier{};
+        memset(finished, 0, (size_t)n_threads);
+        for (int t = 0; t < n_threads; t++) {
+            getcontext(&state.fibers[t]);
+            state.fibers[t].uc_stack.ss_sp = state.stacks[t];
+            state.fibers[t].uc_stack.ss_size = fiber_stack_bytes;
+            state.fibers[t].uc_link = &state.scheduler;
+            makecontext(&state.fibers[t], fiber_main, 0);
+        }
+        int live = n_threads;
+        while (live > 0) {
+            state.progress = 0;
+            for (int i = 0; i < n_threads; i++) {
+                const int t = reverse ? n_threads - 1 - i : i;
+                if (finished[t])
+                    continue;
+                state.current = t;
+                set_coordinates(t);
+                swapcontext(&state.scheduler, &state.fibers[t]);
+                if (state.current == -1) { /* it returned (fiber_main) */
+                    finished[t] = true;
+                    live--;
+                    state.progress = 1;
                 }
-                int live = n_threads;
-                while (live > 0) {
-                    state.progress = 0;
-                    for (int t = 0; t < n_threads; t++) {
-                        if (finished[t])
-                            continue;
-                        state.current = t;
-                        set_coordinates(t);
-                        swapcontext(&state.scheduler, &state.fibers[t]);
-                        if (state.current == -1) { /* it returned (fiber_main) */
-                            finished[t] = true;
-                            live--;
-                            state.progress = 1;
-                        }
-                    }
-                    if (live > 0 && !state.progress) {
-                        fprintf(stderr, "lacs CUDA emulation: block (%u,%u,%u): %d of %d threads wait at a barrier "
-                                        "the others never reach (divergence)\n",
-                                bx, by, bz, live, n_threads);
-                        abort();
-                    }
-                }
-                delete[] finished;
             }
+            if (live > 0 && !state.progress) {
+                fprintf(stderr, "lacs CUDA emulation: block (%u,%u,%u): %d of %d threads wait at a barrier "
+                                "the others never reach (divergence; rules 2 and 4)\n",
+                        bx, by, bz, live, n_threads);
+                abort();
+            }
+        }
+    }
+    delete[] finished;
 
     running = nullptr;
     for (int t = 0; t < n_threads; t++)

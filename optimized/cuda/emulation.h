@@ -12,17 +12,24 @@
  * NaN bytes) and the numerics (every bf16 rounding the kernels make). What it
  * cannot prove: anything about the hardware (timing, bank conflicts, the
  * tensor cores' own accumulation order, memory-model subtleties below a
- * barrier). Kernels written for it keep four rules, which also make them
- * simpler to read:
- *   1. shared memory is dynamic only (lacs_shared_memory()); no static
- *      __shared__ arrays;
+ * barrier). Kernels written for it keep the four rules of
+ * optimized/cuda/README.md section 5, and the emulation enforces each:
+ *   1. shared memory is dynamic only (lacs_shared_memory()): __shared__ is
+ *      defined here as a name that does not compile
+ *      (lacs_rule_1_static_shared_memory_is_not_emulated);
  *   2. a __syncthreads() (or __syncwarp() within a warp) separates every write
  *      to shared memory from every read of it by another thread, WMMA loads
- *      and stores included;
+ *      and stores included: shared memory starts each block as NaN bytes, and
+ *      LACS_CUDA_EMULATION_SCHEDULE=reverse runs the blocks and the threads of
+ *      each round in the opposite order, so that a read that races with a
+ *      write sees the other value (make test-cuda runs both schedules);
  *   3. WMMA fragments are touched only through load/store/mma/fill, never
- *      element by element (only lane 0 of a warp computes them here);
+ *      element by element (only lane 0 of a warp computes them here): a
+ *      fragment's x and num_elements do not compile
+ *      (lacs_rule_3_fragment_elements_are_not_emulated);
  *   4. block sizes are whole warps, and every lane of a warp takes part in a
- *      shuffle.
+ *      shuffle or __syncwarp with the full mask: another block size fails the
+ *      launch, another mask or width aborts, naming the rule.
  * A barrier that not every thread reaches (divergence) is reported and the
  * process aborts, as the hardware would hang.
  *
@@ -49,6 +56,8 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(threads)
+/* Rule 1: static shared memory is not emulated (every block's would be one array here). */
+#define __shared__ lacs_rule_1_static_shared_memory_is_not_emulated
 
 /* ---- the built-in variables ---- */
 
@@ -108,14 +117,19 @@ cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, cons
 /* The running block's dynamic shared memory. */
 unsigned char *lacs_emulated_shared_memory(void);
 
-/* Barriers: every thread of the block; every lane of the running thread's warp. */
+/* Barriers: every thread of the block; every lane of the running thread's warp
+ * (rule 4: the full mask, else the process aborts). */
 void __syncthreads(void);
 void __syncwarp(unsigned mask = 0xffffffffu);
 
+/* Aborts, naming the rule, when a warp operation is not over the full warp. */
+void lacs_emulated_full_warp(const char *what, unsigned mask, int width);
+
 /* A warp shuffle: the value of lane (lane ^ lane_mask), every lane taking part. */
 float lacs_emulated_shuffle_xor(float value, int lane_mask);
-static inline float __shfl_xor_sync(unsigned, float value, int lane_mask, int = 32)
+static inline float __shfl_xor_sync(unsigned mask, float value, int lane_mask, int width = 32)
 {
+    lacs_emulated_full_warp("__shfl_xor_sync", mask, width);
     return lacs_emulated_shuffle_xor(value, lane_mask);
 }
 /* A double as two 32-bit halves, each moved as a float's bits (the device
@@ -151,9 +165,14 @@ struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
 
-/* The whole tile, row-major (a: m x k, b: k x n, accumulator: m x n). */
+/* Rule 3: what a kernel that reads a fragment's elements meets instead of them. */
+struct lacs_rule_3_fragment_elements_are_not_emulated {};
+
+/* The whole tile, row-major (a: m x k, b: k x n, accumulator: m x n), held by lane 0. */
 template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
-    float x[256];
+    float tile[256];
+    lacs_rule_3_fragment_elements_are_not_emulated x;
+    static constexpr lacs_rule_3_fragment_elements_are_not_emulated num_elements{};
 };
 
 int lacs_emulated_lane(void);
@@ -175,7 +194,7 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsig
     const bool col = std::is_same<Layout, col_major>::value;
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 16; c++)
-            f.x[r * 16 + c] = fragment_value(col ? p[c * ldm + r] : p[r * ldm + c]);
+            f.tile[r * 16 + c] = fragment_value(col ? p[c * ldm + r] : p[r * ldm + c]);
 }
 
 template <typename T>
@@ -185,7 +204,7 @@ void load_matrix_sync(fragment<accumulator, 16, 16, 16, T> &f, const float *p, u
         return;
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 16; c++)
-            f.x[r * 16 + c] = layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
+            f.tile[r * 16 + c] = layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c];
 }
 
 template <typename T>
@@ -195,7 +214,7 @@ void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, T> &f, 
         return;
     for (int r = 0; r < 16; r++)
         for (int c = 0; c < 16; c++)
-            (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.x[r * 16 + c];
+            (layout == mem_col_major ? p[c * ldm + r] : p[r * ldm + c]) = f.tile[r * 16 + c];
 }
 
 template <typename Use, typename T, typename Layout>
@@ -204,7 +223,7 @@ void fill_fragment(fragment<Use, 16, 16, 16, T, Layout> &f, float value)
     if (lacs_emulated_lane() != 0)
         return;
     for (int i = 0; i < 256; i++)
-        f.x[i] = value;
+        f.tile[i] = value;
 }
 
 /* d = a b + c, each product exact (bf16 x bf16 fits fp32), summed in fp32 in k order. */
@@ -217,12 +236,12 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix
     float out[256];
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) {
-            float sum = c.x[i * 16 + j];
+            float sum = c.tile[i * 16 + j];
             for (int p = 0; p < 16; p++)
-                sum += a.x[i * 16 + p] * b.x[p * 16 + j];
+                sum += a.tile[i * 16 + p] * b.tile[p * 16 + j];
             out[i * 16 + j] = sum;
         }
-    memcpy(d.x, out, sizeof out);
+    memcpy(d.tile, out, sizeof out);
 }
 } // namespace wmma
 } // namespace nvcuda
