@@ -282,7 +282,6 @@ enum lacs_cuda_mutant_kind {
 #ifndef LACS_CUDA_EMULATION
 #error "the mutants are built for the emulation only"
 #endif
-int lacs_cuda_mutant_selected(void); /* emulation.cpp: LACS_CUDA_MUTANT's kind */
 #define LACS_MUTANT(kind) (lacs_cuda_mutant_selected() == (kind))
 #else
 #define LACS_MUTANT(kind) false

@@ -1,7 +1,7 @@
 /* builtin:cuda under emulation: the scheduler (emulation.h says what and why).
  *
- * A launch runs its blocks one after another. A block's threads are fibers
- * (ucontext), run round-robin on the calling OS thread; a fiber runs until it
+ * A launch runs its blocks one after another. A block's threads are fibers,
+ * run round-robin on the calling OS thread; a fiber runs until it
  * waits (a barrier, a shuffle) or returns. A wait is a counter and a
  * generation: the last thread to arrive opens the barrier for the others. A
  * whole round in which no fiber arrives anywhere or returns, while some still
@@ -11,10 +11,55 @@
  * blocks from the last and each round's fibers from the last thread, so that
  * a read racing with another thread's write sees the write in one schedule
  * and not in the other; a race-free kernel gives the same bits in both.
+ *
+ * Switching fibers: on x86-64 Linux a dozen instructions that save and
+ * restore the callee-saved registers, MXCSR and the x87 control word
+ * (lacs_fiber_switch, below: the SysV ABI's callee-saved state); elsewhere,
+ * or with -DLACS_CUDA_EMULATION_UCONTEXT, ucontext's swapcontext, which also
+ * saves the signal mask with a system call at every switch (about half of
+ * the emulation's time).
  */
+#include <stdint.h>
 #include <ucontext.h>
 
 #include "emulation.h"
+
+#if defined(__x86_64__) && defined(__linux__) && !defined(LACS_CUDA_EMULATION_UCONTEXT)
+#define LACS_FAST_FIBERS 1
+/* Saves the callee-saved state on the current stack, stores its pointer in
+ * *save, and resumes the stack at `load` (a stack saved by this function, or
+ * one prepared by prepare_stack). */
+extern "C" void lacs_fiber_switch(void **save, void *load);
+asm(".text\n"
+    ".globl lacs_fiber_switch\n"
+    ".hidden lacs_fiber_switch\n"
+    ".type lacs_fiber_switch, @function\n"
+    "lacs_fiber_switch:\n"
+    "    pushq %rbp\n"
+    "    pushq %rbx\n"
+    "    pushq %r12\n"
+    "    pushq %r13\n"
+    "    pushq %r14\n"
+    "    pushq %r15\n"
+    "    subq $8, %rsp\n"
+    "    stmxcsr (%rsp)\n"
+    "    fnstcw 4(%rsp)\n"
+    "    movq %rsp, (%rdi)\n"
+    "    movq %rsi, %rsp\n"
+    "    ldmxcsr (%rsp)\n"
+    "    fldcw 4(%rsp)\n"
+    "    addq $8, %rsp\n"
+    "    popq %r15\n"
+    "    popq %r14\n"
+    "    popq %r13\n"
+    "    popq %r12\n"
+    "    popq %rbx\n"
+    "    popq %rbp\n"
+    "    ret\n"
+    ".size lacs_fiber_switch, .-lacs_fiber_switch\n");
+#else
+#define LACS_FAST_FIBERS 0
+#endif
 
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -30,6 +75,8 @@ struct barrier {
 struct block_state {
     ucontext_t scheduler;
     ucontext_t *fibers;
+    void *scheduler_sp;           /* LACS_FAST_FIBERS: the saved stacks */
+    void **fiber_sp;
     unsigned char **stacks;
     int n_threads;
     int current;
@@ -49,7 +96,14 @@ void set_coordinates(int linear)
     threadIdx = dim3(linear % x, (linear / x) % y, linear / (x * y));
 }
 
-void yield_to_scheduler(void) { swapcontext(&running->fibers[running->current], &running->scheduler); }
+void yield_to_scheduler(void)
+{
+#if LACS_FAST_FIBERS
+    lacs_fiber_switch(&running->fiber_sp[running->current], running->scheduler_sp);
+#else
+    swapcontext(&running->fibers[running->current], &running->scheduler);
+#endif
+}
 
 /* Waits until `participants` threads have arrived at b. */
 void wait_at(barrier *b, int participants)
@@ -65,13 +119,38 @@ void wait_at(barrier *b, int participants)
         yield_to_scheduler();
 }
 
-/* A fiber's life: the kernel's body, then a mark that it returned (uc_link
- * takes it back to the scheduler). */
+/* A fiber's life: the kernel's body, then a mark that it returned, and back
+ * to the scheduler for good (ucontext: uc_link takes it there). */
 void fiber_main(void)
 {
     (*running->body)();
     running->current = -1;
+#if LACS_FAST_FIBERS
+    void *finished_sp;
+    lacs_fiber_switch(&finished_sp, running->scheduler_sp);
+#endif
 }
+
+#if LACS_FAST_FIBERS
+/* A new fiber's stack as lacs_fiber_switch leaves one: the control words, six
+ * registers, and fiber_main as the address it returns to, so that fiber_main
+ * starts as if called (the stack 16-byte aligned before the call). */
+void *prepare_stack(unsigned char *stack, size_t bytes)
+{
+    void **sp = reinterpret_cast<void **>(reinterpret_cast<uintptr_t>(stack + bytes) & ~(uintptr_t)15);
+    *--sp = nullptr;                                     /* fiber_main's own return address: never used */
+    *--sp = reinterpret_cast<void *>(&fiber_main);
+    for (int i = 0; i < 6; i++)
+        *--sp = nullptr;                                 /* rbp, rbx, r12 .. r15 */
+    const unsigned mxcsr = __builtin_ia32_stmxcsr(); /* the launching thread's: rounding, no traps */
+    unsigned short x87;
+    asm volatile("fnstcw %0" : "=m"(x87));
+    *--sp = nullptr;
+    memcpy(sp, &mxcsr, 4);
+    memcpy(reinterpret_cast<char *>(sp) + 4, &x87, 2);
+    return sp;
+}
+#endif
 
 } // namespace
 
@@ -147,6 +226,7 @@ cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, cons
     state.n_threads = n_threads;
     state.body = &body;
     state.fibers = new ucontext_t[n_threads];
+    state.fiber_sp = new void *[n_threads];
     state.stacks = new unsigned char *[n_threads];
     state.warp_barriers = new barrier[n_threads / 32]();
     state.shuffle_slots = new float[n_threads];
@@ -176,11 +256,15 @@ cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, cons
             state.warp_barriers[w] = barrier{};
         memset(finished, 0, (size_t)n_threads);
         for (int t = 0; t < n_threads; t++) {
+#if LACS_FAST_FIBERS
+            state.fiber_sp[t] = prepare_stack(state.stacks[t], fiber_stack_bytes);
+#else
             getcontext(&state.fibers[t]);
             state.fibers[t].uc_stack.ss_sp = state.stacks[t];
             state.fibers[t].uc_stack.ss_size = fiber_stack_bytes;
             state.fibers[t].uc_link = &state.scheduler;
             makecontext(&state.fibers[t], fiber_main, 0);
+#endif
         }
         int live = n_threads;
         while (live > 0) {
@@ -191,7 +275,11 @@ cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, cons
                     continue;
                 state.current = t;
                 set_coordinates(t);
+#if LACS_FAST_FIBERS
+                lacs_fiber_switch(&state.scheduler_sp, state.fiber_sp[t]);
+#else
                 swapcontext(&state.scheduler, &state.fibers[t]);
+#endif
                 if (state.current == -1) { /* it returned (fiber_main) */
                     finished[t] = true;
                     live--;
@@ -213,6 +301,7 @@ cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, cons
         delete[] state.stacks[t];
     delete[] state.stacks;
     delete[] state.fibers;
+    delete[] state.fiber_sp;
     delete[] state.warp_barriers;
     delete[] state.shuffle_slots;
     delete[] state.shared;

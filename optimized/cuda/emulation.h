@@ -114,6 +114,9 @@ template <typename Kernel> cudaError_t cudaFuncSetAttribute(Kernel, cudaFuncAttr
  * for a block that is not whole warps or shared memory over the device's. */
 cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, const std::function<void()> &body);
 
+/* The mutant LACS_CUDA_MUTANT names (0: none; cuda_common.cuh's lacs_cuda_mutant_kind). */
+int lacs_cuda_mutant_selected(void);
+
 /* The running block's dynamic shared memory. */
 unsigned char *lacs_emulated_shared_memory(void);
 
