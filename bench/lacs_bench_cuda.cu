@@ -237,25 +237,36 @@ static double chunk_flops(int64_t T, int64_t K, int64_t V)
     return flops;
 }
 
-static void bench_recurrent(const char *op, int bf16, int64_t B, int64_t T, int64_t H, int64_t K, int64_t V,
-                            int max_shared, double gemm, int target)
+/* The recurrent family: gate "g", "gk" (per channel: KDA, GLA), "g_gamma" or "" (none). */
+static void bench_recurrent(const char *op, const char *gate, int bf16, int64_t B, int64_t T, int64_t H, int64_t K,
+                            int64_t V, int max_shared, double gemm, int target)
 {
     const lacs_dtype dt = bf16 ? LACS_BF16 : LACS_F32;
     const int64_t qk[4] = {B, T, H, K}, vs[4] = {B, T, H, V}, bs[3] = {B, T, H}, hs[4] = {B, H, K, V};
+    const int64_t gks[4] = {B, T, H, K}, heads[1] = {H};
     lacs_cuda_tensor in[6];
     int n_in = 0;
     in[n_in++] = device_tensor("q", dt, 4, qk, FILL_UNIT_ROWS, K);
     in[n_in++] = device_tensor("k", dt, 4, qk, FILL_UNIT_ROWS, K);
     in[n_in++] = device_tensor("v", dt, 4, vs, FILL_NORMAL, V);
-    in[n_in++] = device_tensor("beta", dt, 3, bs, FILL_BETA, 1);
-    if (strcmp(op, "gated_delta_rule") == 0)
+    const int delta = strcmp(op, "delta_rule") == 0 || strcmp(op, "gated_delta_rule") == 0 ||
+                      strcmp(op, "comba") == 0 || strcmp(op, "efla") == 0;
+    if (delta)
+        in[n_in++] = device_tensor("beta", dt, 3, bs, FILL_BETA, 1);
+    if (strcmp(gate, "g") == 0)
         in[n_in++] = device_tensor("g", dt, 3, bs, FILL_GATE, 1);
+    else if (strcmp(gate, "gk") == 0)
+        in[n_in++] = device_tensor("gk", dt, 4, gks, FILL_GATE, 1);
+    else if (strcmp(gate, "g_gamma") == 0)
+        in[n_in++] = device_tensor("g_gamma", dt, 1, heads, FILL_GATE, 1);
     lacs_cuda_tensor out[2] = {device_output("o", 4, vs), device_output("ht", 4, hs)};
     lacs_cuda_call c = {op, bf16, in, n_in, nullptr, 0, out, 2, max_shared};
     const double ms = time_call(lacs_cuda_recurrent, &c);
     if (ms > 0) {
         const double tflops = chunk_flops(T, K, V) * B * H / (ms * 1e-3) / 1e12;
-        printf("%-17s %-4s B=%lld T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f TFLOP/s  %.3f x GEMM%s\n", op,
+        char name[40];
+        snprintf(name, sizeof name, "%s%s%s", op, strcmp(gate, "gk") == 0 ? " gk" : "", "");
+        printf("%-20s %-4s B=%lld T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f TFLOP/s  %.3f x GEMM%s\n", name,
                bf16 ? "bf16" : "fp32", (long long)B, (long long)T, (long long)H, (long long)K, (long long)V, ms,
                tflops, tflops / gemm,
                target ? (tflops / gemm >= 0.30 ? "  target >= 0.30: PASS" : "  target >= 0.30: NOT MET") : "");

@@ -578,7 +578,7 @@ static int check_beta(const lacs_cuda_call *c, const lacs_cuda_tensor *beta)
     return LACS_OK;
 }
 
-/* The device memory of one call, freed on every path. */
+/* The device memory of one call, carved from the workspace. */
 struct path_memory {
     path_block *blocks;
     void *workspace;
@@ -586,31 +586,25 @@ struct path_memory {
     int64_t *first_visible;
 };
 
-static void free_path_memory(path_memory *m)
-{
-    cudaFree(m->blocks);
-    cudaFree(m->workspace);
-    cudaFree(m->gate_sum);
-    cudaFree(m->first_visible);
-}
-
 template <typename Op>
 static int run_path(const lacs_cuda_call *c, path_args a, const std::vector<path_block> &blocks, int64_t n_seqs)
 {
     const char *op = c->op;
-    path_memory m = {nullptr, nullptr, nullptr, nullptr};
     const path_workspace_layout wl = path_workspace_of(a.bt, a.Kp);
     const size_t workspace_bytes = (size_t)a.HV * blocks.size() * wl.per_block * sizeof(Op);
     int rc = LACS_OK;
     cudaError_t e;
-    if (cudaMalloc((void **)&m.blocks, blocks.size() * sizeof(path_block)) != cudaSuccess ||
-        cudaMalloc(&m.workspace, workspace_bytes) != cudaSuccess ||
-        (a.g.data && (cudaMalloc((void **)&m.gate_sum, (size_t)a.HV * a.tokens * sizeof(float)) != cudaSuccess ||
-                      cudaMalloc((void **)&m.first_visible, (size_t)a.HV * a.tokens * sizeof(int64_t)) != cudaSuccess)))
-        rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the blocks' transitions (%zu bytes)",
-                             workspace_bytes);
-    else if (cudaMemcpy(m.blocks, blocks.data(), blocks.size() * sizeof(path_block), cudaMemcpyHostToDevice) !=
-             cudaSuccess)
+    const size_t bytes_of[4] = {blocks.size() * sizeof(path_block), workspace_bytes,
+                                a.g.data ? (size_t)a.HV * a.tokens * sizeof(float) : 0,
+                                a.g.data ? (size_t)a.HV * a.tokens * sizeof(int64_t) : 0};
+    void *parts[4];
+    size_t total = 0;
+    if (!lacs_workspace_carve(bytes_of, parts, 4, &total))
+        return lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the blocks' transitions (%zu bytes)",
+                               total);
+    path_memory m = {(path_block *)parts[0], parts[1], (float *)parts[2], (int64_t *)parts[3]};
+    if (cudaMemcpy(m.blocks, blocks.data(), blocks.size() * sizeof(path_block), cudaMemcpyHostToDevice) !=
+        cudaSuccess)
         rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "copying the block table to the device failed");
     a.blocks = m.blocks;
     a.n_blocks = (int64_t)blocks.size();
@@ -636,10 +630,9 @@ static int run_path(const lacs_cuda_call *c, path_args a, const std::vector<path
                              bytes, a)) != cudaSuccess)
             rc = lacs_cuda_launch_failed(op, "path_attend_kernel", e);
     }
-    /* the kernels finish before their memory is freed */
-    if ((e = cudaDeviceSynchronize()) != cudaSuccess && rc == LACS_OK)
+    lacs_cuda_workspace_release(); /* waits for the kernels */
+    if ((e = cudaGetLastError()) != cudaSuccess && rc == LACS_OK)
         rc = lacs_cuda_error(LACS_ERR_INPUT, op, "path_attn's kernels failed: %s", cudaGetErrorString(e));
-    free_path_memory(&m);
     return rc;
 }
 

@@ -79,6 +79,12 @@ int lacs_cuda_to_device(void *device, const void *host, size_t bytes, char *why,
 int lacs_cuda_to_host(void *host, const void *device, size_t bytes, char *why, size_t why_size);
 int lacs_cuda_zero(void *device, size_t bytes, char *why, size_t why_size);
 int lacs_cuda_synchronize(char *why, size_t why_size);
+/* The families' device workspace (device.cu): at least `bytes` of device
+ * memory, kept between calls, held by the caller until it releases it (which
+ * waits for the device); NULL (nothing held) when the device is out of
+ * memory. */
+void *lacs_cuda_workspace_acquire(size_t bytes);
+void lacs_cuda_workspace_release(void);
 /* One line on the device (name, compute capability, SMs), or why there is none; 1 when there is one. */
 int lacs_cuda_describe_device(char *text, size_t text_size);
 

@@ -115,6 +115,27 @@ static inline int lacs_cuda_launch_failed(const char *op, const char *kernel, cu
     return lacs_cuda_error(LACS_ERR_INPUT, op, "CUDA kernel %s failed to launch: %s", kernel, cudaGetErrorString(e));
 }
 
+/* ---- the workspace ----
+ * The cached device workspace (lacs_cuda_workspace_acquire, device.cu) cut
+ * into n parts of bytes[i] bytes, each 256-byte aligned (NULL for 0 bytes).
+ * false, with nothing held, when the device is out of memory; else the caller
+ * ends with lacs_cuda_workspace_release(), which waits for its kernels. */
+static inline bool lacs_workspace_carve(const size_t *bytes, void **parts, int n, size_t *total_bytes)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (bytes[i] + 255) / 256 * 256;
+    *total_bytes = total;
+    char *base = (char *)lacs_cuda_workspace_acquire(total);
+    if (!base)
+        return false;
+    for (int i = 0; i < n; i++) {
+        parts[i] = bytes[i] ? base : nullptr;
+        base += (bytes[i] + 255) / 256 * 256;
+    }
+    return true;
+}
+
 /* ---- block-wide products on shared memory ----
  * C[M x N] (+)= A[M x K] B[K x N], every thread of the block taking part,
  * with A stored row-major [M x K] (lda), or as its transpose [K x M] when
@@ -210,6 +231,60 @@ __device__ void lacs_block_gemm(const float *A, int lda, const float *B, int ldb
         lacs_block_gemm_fp32_tiles<2, TransA, TransB>(A, lda, B, ldb, C, ldc, M, N, K, accumulate);
     else
         lacs_block_gemm_fp32_tiles<1, TransA, TransB>(A, lda, B, ldb, C, ldc, M, N, K, accumulate);
+}
+
+/* ---- one warp's 16 x 16 tile ----
+ * C [16 x 16] (fp32, row-major, ldc, shared memory) += A [16 x K] B [K x 16],
+ * the operands stored as lacs_block_gemm's (A row-major [16 x K] or, with
+ * TransA, its transpose [K x 16]; B [K x 16] or, with TransB, [16 x K]); K a
+ * multiple of 16. Only the calling warp takes part, every lane of it; it
+ * starts and ends with __syncwarp, so that the warp's lanes may write C
+ * before and read it after without a block-wide barrier. bf16: WMMA, fp32
+ * accumulation; fp32: lane l computes row l % 16, columns 8 (l / 16) .. + 7,
+ * each summed in k order with fmaf (the same bits as lacs_block_gemm). */
+template <bool TransA, bool TransB>
+__device__ void lacs_warp_tile_gemm(const unsigned short *A, int lda, const unsigned short *B, int ldb, float *C,
+                                    int ldc, int K)
+{
+    using namespace nvcuda;
+    typedef typename std::conditional<TransA, wmma::col_major, wmma::row_major>::type layout_a;
+    typedef typename std::conditional<TransB, wmma::col_major, wmma::row_major>::type layout_b;
+    const __nv_bfloat16 *a16 = reinterpret_cast<const __nv_bfloat16 *>(A);
+    const __nv_bfloat16 *b16 = reinterpret_cast<const __nv_bfloat16 *>(B);
+    __syncwarp();
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::load_matrix_sync(acc, C, (unsigned)ldc, wmma::mem_row_major);
+    for (int p = 0; p < K; p += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, layout_a> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, layout_b> b;
+        wmma::load_matrix_sync(a, TransA ? a16 + (size_t)p * lda : a16 + p, (unsigned)lda);
+        wmma::load_matrix_sync(b, TransB ? b16 + p : b16 + (size_t)p * ldb, (unsigned)ldb);
+        wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(C, acc, (unsigned)ldc, wmma::mem_row_major);
+    __syncwarp();
+}
+
+template <bool TransA, bool TransB>
+__device__ void lacs_warp_tile_gemm(const float *A, int lda, const float *B, int ldb, float *C, int ldc, int K)
+{
+    const int lane = (int)(threadIdx.x % 32), i = lane % 16, j0 = lane / 16 * 8;
+    __syncwarp();
+    float acc[8];
+    LACS_UNROLL
+    for (int c = 0; c < 8; c++)
+        acc[c] = C[(size_t)i * ldc + j0 + c];
+    for (int p = 0; p < K; p++) {
+        const float a = TransA ? A[(size_t)p * lda + i] : A[(size_t)i * lda + p];
+        LACS_UNROLL
+        for (int c = 0; c < 8; c++)
+            acc[c] = fmaf(a, TransB ? B[(size_t)(j0 + c) * ldb + p] : B[(size_t)p * ldb + j0 + c], acc[c]);
+    }
+    __syncwarp(); /* every lane has read C before any writes it */
+    LACS_UNROLL
+    for (int c = 0; c < 8; c++)
+        C[(size_t)i * ldc + j0 + c] = acc[c];
+    __syncwarp();
 }
 
 /* ---- tiles between global and shared memory ----

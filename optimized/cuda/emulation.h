@@ -86,9 +86,13 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
  * kernels' choices for a device their grid would not fill are exercised by small cases too). */
 const int lacs_emulated_shared_memory_per_block = 227 * 1024;
 
+/* Device memory starts as NaN bytes, as shared memory does: a kernel that reads
+ * what no kernel wrote sees NaN. */
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
     *p = malloc(n ? n : 1);
+    if (*p)
+        memset(*p, 0xFF, n);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 static inline cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }

@@ -374,31 +374,26 @@ struct flash_memory {
     float *u;
 };
 
-static void free_flash_memory(flash_memory *m)
-{
-    cudaFree(m->blocks);
-    cudaFree(m->gate_sum);
-    cudaFree(m->first_visible);
-    cudaFree(m->u);
-}
-
 template <typename Op>
 static int run_flash(const lacs_cuda_call *c, flash_args a, const std::vector<flash_block> &blocks, int64_t n_seqs,
                      bool deltaformer)
 {
     const char *op = c->op;
-    flash_memory m = {nullptr, nullptr, nullptr, nullptr};
     int rc = LACS_OK;
     cudaError_t e;
     const dim3 threads(FLASH_THREADS);
-    if (cudaMalloc((void **)&m.blocks, blocks.size() * sizeof(flash_block)) != cudaSuccess ||
-        (a.gate == FLASH_GATE_PREFIX &&
-         (cudaMalloc((void **)&m.gate_sum, (size_t)a.HV * a.tokens * sizeof(float)) != cudaSuccess ||
-          cudaMalloc((void **)&m.first_visible, (size_t)a.HV * a.tokens * sizeof(int64_t)) != cudaSuccess)) ||
-        (deltaformer && cudaMalloc((void **)&m.u, (size_t)a.tokens * a.HV * a.Vp * sizeof(float)) != cudaSuccess))
-        rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the attention's workspace");
-    else if (cudaMemcpy(m.blocks, blocks.data(), blocks.size() * sizeof(flash_block), cudaMemcpyHostToDevice) !=
-             cudaSuccess)
+    const bool prefix = a.gate == FLASH_GATE_PREFIX;
+    const size_t bytes_of[4] = {blocks.size() * sizeof(flash_block), prefix ? (size_t)a.HV * a.tokens * 4 : 0,
+                                prefix ? (size_t)a.HV * a.tokens * 8 : 0,
+                                deltaformer ? (size_t)a.tokens * a.HV * a.Vp * sizeof(float) : 0};
+    void *parts[4];
+    size_t total = 0;
+    if (!lacs_workspace_carve(bytes_of, parts, 4, &total))
+        return lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the attention's workspace (%zu bytes)",
+                               total);
+    const flash_memory m = {(flash_block *)parts[0], (float *)parts[1], (int64_t *)parts[2], (float *)parts[3]};
+    if (cudaMemcpy(m.blocks, blocks.data(), blocks.size() * sizeof(flash_block), cudaMemcpyHostToDevice) !=
+        cudaSuccess)
         rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "copying the block table to the device failed");
     a.blocks = m.blocks;
     a.gate_sum = m.gate_sum;
@@ -426,10 +421,9 @@ static int run_flash(const lacs_cuda_call *c, flash_args a, const std::vector<fl
                              a)) != cudaSuccess)
             rc = lacs_cuda_launch_failed(op, "flash_attend_kernel", e);
     }
-    /* the kernels finish before their memory is freed */
-    if ((e = cudaDeviceSynchronize()) != cudaSuccess && rc == LACS_OK)
+    lacs_cuda_workspace_release(); /* waits for the kernels */
+    if ((e = cudaGetLastError()) != cudaSuccess && rc == LACS_OK)
         rc = lacs_cuda_error(LACS_ERR_INPUT, op, "the attention kernels failed: %s", cudaGetErrorString(e));
-    free_flash_memory(&m);
     return rc;
 }
 

@@ -245,6 +245,51 @@ __device__ __forceinline__ float dyisru_value(float x, float C, float w, float b
     return fmaf(w, f, b);
 }
 
+/* The bf16 tier's forward DyT and DyISRU take the hardware's approximations
+ * (optimized/cuda/README.md section 3): tanh.approx.f32 (MUFU.TANH, sm_75 and
+ * later; PTX ISA: relative error at most 2^-10.987) and rsqrtf (2 ulp, CUDA
+ * Math API). The tier stores its outputs in bf16 (SPEC.md 11.1), a relative
+ * error of up to 2^-9; these add at most a quarter of that, and they make
+ * the kernels bound by memory again (the exact tanhf and x / sqrtf cost
+ * dozens of instructions an element, more than 6 bytes of traffic cover).
+ * The emulation cannot reproduce the instructions' bits: it takes tanhf and
+ * 1 / sqrtf moved by the documented bound towards zero, so that the vectors
+ * are passed at the worst case. */
+__device__ __forceinline__ float tanh_approx(float u)
+{
+#ifdef LACS_CUDA_EMULATION
+    return tanhf(u) * (1.0f - 0x1p-11f);
+#else
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(u));
+    return y;
+#endif
+}
+
+__device__ __forceinline__ float rsqrt_approx(float s)
+{
+#ifdef LACS_CUDA_EMULATION
+    return 1.0f / sqrtf(s) * (1.0f - 0x1p-22f);
+#else
+    return rsqrtf(s);
+#endif
+}
+
+__device__ __forceinline__ float dyt_value_bf16_tier(float x, float alpha, float w, float b)
+{
+    const float u = alpha * x;
+    if (fabsf(u) < 0x1p-12f)
+        return fmaf(w * alpha, x, b);
+    return fmaf(w, tanh_approx(u), b);
+}
+
+__device__ __forceinline__ float dyisru_value_bf16_tier(float x, float C, float w, float b)
+{
+    const float s = fmaf(x, x, C);
+    const float f = isru_fp32_ok(s) ? x * rsqrt_approx(s) : (float)isru_double(x, C).f;
+    return fmaf(w, f, b);
+}
+
 /* One element's VJP terms: dx (rounded once), and in double the parameter
  * term (dalpha or dC), the dweight term dy f(x) (dbias's is dy). */
 struct vjp_terms {
@@ -420,9 +465,14 @@ __global__ void __launch_bounds__(NORM_THREADS) elementwise_forward(elementwise_
             if (r + u * p.row_step >= a.rows)
                 break;
             for (int k = 0; k < W; k++)
-                v[u][k] = OP == OP_DYT      ? dyt_value(v[u][k], a.param, w[k], b[k])
-                          : OP == OP_DYISRU ? dyisru_value(v[u][k], a.param, w[k], b[k])
-                                            : softcap_value(v[u][k], a.cap);
+                if (OP == OP_DYT)
+                    v[u][k] = sizeof(T) == 2 ? dyt_value_bf16_tier(v[u][k], a.param, w[k], b[k])
+                                             : dyt_value(v[u][k], a.param, w[k], b[k]);
+                else if (OP == OP_DYISRU)
+                    v[u][k] = sizeof(T) == 2 ? dyisru_value_bf16_tier(v[u][k], a.param, w[k], b[k])
+                                             : dyisru_value(v[u][k], a.param, w[k], b[k]);
+                else
+                    v[u][k] = softcap_value(v[u][k], a.cap);
             store_chunk<W>(a.out + (r + u * p.row_step) * a.dim + p.chunk * W, v[u]);
         }
     }

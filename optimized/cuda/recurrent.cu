@@ -116,6 +116,7 @@ struct recurrent_params {
     int step, gate, comba;
     float scale;
     int state_bv, output_bv;        /* value columns per block of the state and output kernels */
+    int state_buffers;              /* the state kernel's operand buffers (2: double-buffered) */
     /* the chunks and the workspace */
     const chunk_entry *chunks;
     const int *seq_first_chunk;     /* [n_seqs + 1]: sequence s has chunks first[s] .. first[s + 1] - 1 */
@@ -488,21 +489,29 @@ __device__ __forceinline__ void stage_commit(const stage_plan &plan, const uint4
 }
 
 struct state_layout {
-    size_t S32, Sop, Wop, Kop, U32, Vop, Glast, total;
+    size_t S32, Sop, Vop, Wop[2], Kop[2], U32[2], Glast[2], total;
 };
 
-__host__ __device__ inline state_layout state_layout_for(int Kp, int BV, size_t op_bytes)
+/* buffers: 2 when the operands of two chunks fit (the next chunk's are
+ * written while this chunk's are read), else 1. */
+__host__ __device__ inline state_layout state_layout_for(int Kp, int BV, size_t op_bytes, int buffers)
 {
     const size_t C = chunk_size;
     state_layout l;
     size_t at = 0;
     l.S32 = at, at += round_128((size_t)Kp * BV * 4);
     l.Sop = at, at += round_128((size_t)Kp * BV * op_bytes);
-    l.Wop = at, at += round_128(C * Kp * op_bytes);
-    l.Kop = at, at += round_128(C * Kp * op_bytes);
-    l.U32 = at, at += round_128(C * BV * 4);
     l.Vop = at, at += round_128(C * BV * op_bytes);
-    l.Glast = at, at += round_128((size_t)Kp * 4);
+    for (int b = 0; b < 2; b++) {
+        if (b >= buffers) {
+            l.Wop[b] = l.Wop[0], l.Kop[b] = l.Kop[0], l.U32[b] = l.U32[0], l.Glast[b] = l.Glast[0];
+            continue;
+        }
+        l.Wop[b] = at, at += round_128(C * Kp * op_bytes);
+        l.Kop[b] = at, at += round_128(C * Kp * op_bytes);
+        l.U32[b] = at, at += round_128(C * BV * 4);
+        l.Glast[b] = at, at += round_128((size_t)Kp * 4);
+    }
     l.total = at;
     return l;
 }
@@ -530,20 +539,31 @@ __device__ __forceinline__ stage_plan state_plan_for(const recurrent_params &p, 
     return plan;
 }
 
+/* The walk. Each warp owns output tiles of both products, and finishes its
+ * own tiles (rounding them to operands, the decay) with __syncwarp only, so
+ * that a chunk costs two block-wide barriers (three with one buffer):
+ *   [V' = U + (-W) S, a warp per 16 x 16 tile, rounded to Vop and stored for
+ *    the output kernel; the next chunk's operands written to the other
+ *    buffer]  barrier
+ *   [S <- exp(G_last) (.) S + Kdec^T V', a warp per tile: the decay on the
+ *    warp's own tile, the product, the tile rounded to Sop]  barrier
+ * and the next chunk's loads are in flight (registers) from the start of the
+ * chunk to the write. */
 template <typename Op>
 __global__ void __launch_bounds__(block_threads) state_kernel(recurrent_params p)
 {
     const int C = chunk_size, BV = p.state_bv, Kp = p.Kp, Vp = p.Vp, K = p.K, V = p.V;
-    const int tid = (int)threadIdx.x, threads = (int)blockDim.x;
+    const int tid = (int)threadIdx.x, threads = (int)blockDim.x, lane = tid % 32;
+    const int warp = tid / 32, warps = threads / 32;
     const int64_t seq = blockIdx.x / p.HV;
     const int hv = (int)(blockIdx.x % p.HV), v0 = (int)blockIdx.y * BV;
-    const bool channel = p.gate == GATE_CHANNEL;
+    const bool channel = p.gate == GATE_CHANNEL, step = p.step != STEP_NONE;
+    const int buffers = p.state_buffers;
 
-    const state_layout l = state_layout_for(Kp, BV, sizeof(Op));
+    const state_layout l = state_layout_for(Kp, BV, sizeof(Op), buffers);
     unsigned char *shared = lacs_shared_memory();
-    float *S32 = (float *)(shared + l.S32), *U32 = (float *)(shared + l.U32), *Glast = (float *)(shared + l.Glast);
-    Op *Sop = (Op *)(shared + l.Sop), *Wop = (Op *)(shared + l.Wop), *Kop = (Op *)(shared + l.Kop);
-    Op *Vop = (Op *)(shared + l.Vop);
+    float *S32 = (float *)(shared + l.S32);
+    Op *Sop = (Op *)(shared + l.Sop), *Vop = (Op *)(shared + l.Vop);
     const int64_t state_base = (seq * p.HV + hv) * (int64_t)K * V;
 
     /* S: h0's slice, or zeros (columns past V and rows past K stay zero). */
@@ -557,13 +577,19 @@ __global__ void __launch_bounds__(block_threads) state_kernel(recurrent_params p
     const int first = p.seq_first_chunk[seq], last = p.seq_first_chunk[seq + 1];
     uint4 staged[prefetch_slots];
     if (first < last) {
-        const stage_plan plan = state_plan_for(p, first, hv, v0, Wop, Kop, U32, Glast);
+        const stage_plan plan = state_plan_for(p, first, hv, v0, (Op *)(shared + l.Wop[0]),
+                                               (Op *)(shared + l.Kop[0]), (float *)(shared + l.U32[0]),
+                                               (float *)(shared + l.Glast[0]));
         stage_issue(plan, staged);
         stage_commit(plan, staged);
     }
     __syncthreads();
 
     for (int ci = first; ci < last; ci++) {
+        const int b = buffers == 2 ? (ci - first) & 1 : 0, nb = buffers == 2 ? b ^ 1 : 0;
+        const Op *Wop = (const Op *)(shared + l.Wop[b]), *Kop = (const Op *)(shared + l.Kop[b]);
+        float *U32 = (float *)(shared + l.U32[b]);
+        const float *Glast = (const float *)(shared + l.Glast[b]);
         const int64_t entry = (int64_t)ci * p.HV + hv;
         const int n = p.chunks[ci].n;
         /* the state this chunk starts from, for the output kernel */
@@ -571,36 +597,48 @@ __global__ void __launch_bounds__(block_threads) state_kernel(recurrent_params p
                        Kp, (size_t)BV * sizeof(Op));
         /* the next chunk's operands, in flight while this chunk's products run */
         const bool more = ci + 1 < last;
-        const stage_plan next = state_plan_for(p, more ? ci + 1 : ci, hv, v0, Wop, Kop, U32, Glast);
+        const stage_plan next = state_plan_for(p, more ? ci + 1 : ci, hv, v0, (Op *)(shared + l.Wop[nb]),
+                                               (Op *)(shared + l.Kop[nb]), (float *)(shared + l.U32[nb]),
+                                               (float *)(shared + l.Glast[nb]));
         if (more)
             stage_issue(next, staged);
         const float scalar_decay = channel ? 1.0f : expf(p.G[entry * C + n - 1]);
 
-        /* V' = U + (-W) S */
-        if (p.step != STEP_NONE)
-            lacs_block_gemm<false, false>(Wop, Kp, Sop, BV, U32, BV, C, BV, Kp, true);
-        __syncthreads();
-
-        /* V' as an operand; S <- exp(G_last) (.) S */
-        for (int idx = tid; idx < C * BV; idx += threads)
-            lacs_store_operand(&Vop[idx], U32[idx]);
-        for (int idx = tid; idx < Kp * BV; idx += threads)
-            S32[idx] *= channel ? expf(Glast[idx / BV]) : scalar_decay;
-        __syncthreads();
-
-        /* V' for the output kernel; S += Kdec^T V' */
-        lacs_copy_rows((Op *)p.V_new + entry * C * Vp + v0, (size_t)Vp * sizeof(Op), Vop, (size_t)BV * sizeof(Op), C,
-                       (size_t)BV * sizeof(Op));
-        lacs_block_gemm<true, false>(Kop, Kp, Vop, BV, S32, BV, Kp, BV, C, true);
-        __syncthreads();
-
-        for (int idx = tid; idx < Kp * BV; idx += threads) {
-            if (LACS_MUTANT(LACS_MUTANT_STATE_BF16)) /* the state kept in bf16 between chunks: rejected */
-                S32[idx] = lacs_bf16_to_float(lacs_float_to_bf16(S32[idx]));
-            lacs_store_operand(&Sop[idx], S32[idx]);
+        /* V' = U + (-W) S, a warp per tile; rounded to Vop and stored for the output kernel */
+        Op *V_new = (Op *)p.V_new + entry * C * Vp + v0;
+        for (int tile = warp; tile < (C / 16) * (BV / 16); tile += warps) {
+            const int i0 = tile / (BV / 16) * 16, j0 = tile % (BV / 16) * 16;
+            if (step)
+                lacs_warp_tile_gemm<false, false>(Wop + (size_t)i0 * Kp, Kp, Sop + j0, BV, U32 + i0 * BV + j0, BV, Kp);
+            for (int e = lane; e < 256; e += 32) {
+                const int i = i0 + e / 16, j = j0 + e % 16;
+                lacs_store_operand(&Vop[i * BV + j], U32[i * BV + j]);
+                V_new[(size_t)i * Vp + j] = Vop[i * BV + j];
+            }
         }
-        if (more)
+        if (more && buffers == 2)
             stage_commit(next, staged);
+        __syncthreads();
+
+        /* S <- exp(G_last) (.) S + Kdec^T V', a warp per tile; rounded to Sop */
+        for (int tile = warp; tile < (Kp / 16) * (BV / 16); tile += warps) {
+            const int c0 = tile / (BV / 16) * 16, j0 = tile % (BV / 16) * 16;
+            for (int e = lane; e < 256; e += 32) {
+                const int c = c0 + e / 16, j = j0 + e % 16;
+                S32[c * BV + j] *= channel ? expf(Glast[c]) : scalar_decay;
+            }
+            lacs_warp_tile_gemm<true, false>(Kop + c0, Kp, Vop + j0, BV, S32 + c0 * BV + j0, BV, C);
+            for (int e = lane; e < 256; e += 32) {
+                const int idx = (c0 + e / 16) * BV + j0 + e % 16;
+                if (LACS_MUTANT(LACS_MUTANT_STATE_BF16)) /* the state kept in bf16 between chunks: rejected */
+                    S32[idx] = lacs_bf16_to_float(lacs_float_to_bf16(S32[idx]));
+                lacs_store_operand(&Sop[idx], S32[idx]);
+            }
+        }
+        if (more && buffers == 1) {
+            __syncthreads(); /* the one buffer's readers are done */
+            stage_commit(next, staged);
+        }
         __syncthreads();
     }
 
@@ -821,28 +859,6 @@ __global__ void __launch_bounds__(block_threads) decode_kernel(recurrent_params 
 
 static int round_16(int64_t x) { return (int)((x + 15) / 16 * 16); }
 
-/* The device memory of one call: the chunk table and the workspace, freed together. */
-struct workspace {
-    void *buffers[10];
-    int n;
-};
-
-static void *workspace_alloc(workspace *w, size_t bytes)
-{
-    void *p = nullptr;
-    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess)
-        return nullptr;
-    w->buffers[w->n++] = p;
-    return p;
-}
-
-static void workspace_free(workspace *w)
-{
-    for (int i = 0; i < w->n; i++)
-        cudaFree(w->buffers[i]);
-    w->n = 0;
-}
-
 /* The shared memory each chunk kernel needs. */
 struct chunk_shared {
     size_t prepare, state, output;
@@ -853,7 +869,7 @@ static chunk_shared chunk_shared_for(const recurrent_params &p, size_t op_bytes)
     chunk_shared s;
     const bool step = p.step != STEP_NONE, channel = p.gate == GATE_CHANNEL;
     s.prepare = prepare_layout_for(p.Kp, p.Kg, op_bytes, step, channel).total;
-    s.state = state_layout_for(p.Kp, p.state_bv, op_bytes).total;
+    s.state = state_layout_for(p.Kp, p.state_bv, op_bytes, p.state_buffers).total;
     s.output = output_layout_for(p.Kp, p.Kg, p.output_bv, op_bytes, channel).total;
     return s;
 }
@@ -998,11 +1014,12 @@ int lacs_cuda_recurrent(const lacs_cuda_call *c)
     const size_t most = (size_t)c->max_shared_bytes;
     /* the state kernel: 32 columns a block, 16 where that leaves SMs idle */
     p.state_bv = n_seqs * p.HV * (p.Vp / 32) < multiprocessors() ? 16 : 32;
+    p.state_buffers = 2;
     p.output_bv = max_slice < p.Vp ? max_slice : p.Vp;
     while (p.output_bv > 16 && chunk_shared_for(p, op_bytes).output > most)
         p.output_bv /= 2;
-    while (p.state_bv > 16 && chunk_shared_for(p, op_bytes).state > most)
-        p.state_bv /= 2;
+    if (chunk_shared_for(p, op_bytes).state > most)
+        p.state_buffers = 1;
     const chunk_shared shared = chunk_shared_for(p, op_bytes);
     if (shared.prepare > most || shared.state > most || shared.output > most)
         return lacs_cuda_unsupported(op, "K = %d, V = %d: the chunk kernels need %zu, %zu and %zu bytes of "
@@ -1032,26 +1049,34 @@ int lacs_cuda_recurrent(const lacs_cuda_call *c)
     }
     first[n_seqs] = (int)ci;
 
-    workspace w = {};
+    /* The workspace, carved from the cached device buffer in parts aligned to 256 bytes. */
     const size_t entries = (size_t)n_chunks * p.HV, C = chunk_size;
     const bool step = p.step != STEP_NONE;
-    chunk_entry *device_chunks = (chunk_entry *)workspace_alloc(&w, (size_t)(n_chunks > 0 ? n_chunks : 1) *
-                                                                        sizeof *chunks);
-    int *device_first = (int *)workspace_alloc(&w, (size_t)(n_seqs + 1) * sizeof *first);
-    p.G = (float *)workspace_alloc(&w, entries * C * p.Kg * 4);
-    p.minus_W = step ? workspace_alloc(&w, entries * C * p.Kp * op_bytes) : nullptr;
-    p.U = (float *)workspace_alloc(&w, entries * C * p.Vp * 4);
-    p.Kdec = workspace_alloc(&w, entries * C * p.Kp * op_bytes);
-    p.V_new = workspace_alloc(&w, entries * C * p.Vp * op_bytes);
-    p.S_chunk = workspace_alloc(&w, entries * p.Kp * p.Vp * op_bytes);
+    size_t parts[8] = {(size_t)(n_chunks > 0 ? n_chunks : 1) * sizeof *chunks, (size_t)(n_seqs + 1) * sizeof *first,
+                       entries * C * p.Kg * 4, step ? entries * C * p.Kp * op_bytes : 0, entries * C * p.Vp * 4,
+                       entries * C * p.Kp * op_bytes, entries * C * p.Vp * op_bytes, entries * p.Kp * p.Vp * op_bytes};
+    size_t at[8], total = 0;
+    for (int i = 0; i < 8; i++)
+        at[i] = total, total += (parts[i] + 255) / 256 * 256;
+    char *base = (char *)lacs_cuda_workspace_acquire(total);
+    if (!base) {
+        free(chunks);
+        free(first);
+        return lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the chunk workspace (%zu bytes: %lld "
+                                                    "chunks x %d heads, K = %d, V = %d)", total, (long long)n_chunks,
+                               p.HV, p.K, p.V);
+    }
+    chunk_entry *device_chunks = (chunk_entry *)(base + at[0]);
+    int *device_first = (int *)(base + at[1]);
+    p.G = (float *)(base + at[2]);
+    p.minus_W = step ? base + at[3] : nullptr;
+    p.U = (float *)(base + at[4]);
+    p.Kdec = base + at[5];
+    p.V_new = base + at[6];
+    p.S_chunk = base + at[7];
     int rc = LACS_OK;
-    if (w.n < (step ? 8 : 7))
-        rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the chunk workspace (%lld chunks x %d "
-                                                  "heads, K = %d, V = %d)", (long long)n_chunks, p.HV, p.K, p.V);
-    else if (cudaMemcpy(device_chunks, chunks, (size_t)n_chunks * sizeof *chunks, cudaMemcpyHostToDevice) !=
-                 cudaSuccess ||
-             cudaMemcpy(device_first, first, (size_t)(n_seqs + 1) * sizeof *first, cudaMemcpyHostToDevice) !=
-                 cudaSuccess)
+    if (cudaMemcpy(device_chunks, chunks, (size_t)n_chunks * sizeof *chunks, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaMemcpy(device_first, first, (size_t)(n_seqs + 1) * sizeof *first, cudaMemcpyHostToDevice) != cudaSuccess)
         rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "cannot copy the chunk table to the device");
     if (rc == LACS_OK) {
         p.chunks = device_chunks;
@@ -1059,11 +1084,10 @@ int lacs_cuda_recurrent(const lacs_cuda_call *c)
         rc = run_chunks(c, p, n_seqs, n_chunks);
         if (rc == LACS_OK && postnorm)
             rc = run_postnorm(c, p, output_rows);
-        /* the workspace must outlive the kernels */
-        if (rc == LACS_OK && cudaDeviceSynchronize() != cudaSuccess)
-            rc = lacs_cuda_error(LACS_ERR_INPUT, op, "a chunk kernel failed: %s", cudaGetErrorString(cudaGetLastError()));
     }
-    workspace_free(&w);
+    lacs_cuda_workspace_release(); /* waits for the kernels */
+    if (rc == LACS_OK && cudaGetLastError() != cudaSuccess)
+        rc = lacs_cuda_error(LACS_ERR_INPUT, op, "a chunk kernel failed: %s", cudaGetErrorString(cudaGetLastError()));
     free(chunks);
     free(first);
     return rc;
