@@ -16,7 +16,8 @@
  *   4. a barrier that one thread skips aborts the process; a shuffle or
  *      __syncwarp with a partial mask aborts, naming rule 4; a block that is
  *      not whole warps fails to launch (each checked in a child);
- *   5. the mutants' selector reads LACS_CUDA_MUTANT (and is 0 without it).
+ *   5. the mutants' selector reads LACS_CUDA_MUTANT (and is 0 without it);
+ *   6. a misaligned 16-byte access or WMMA pointer aborts, as the device faults.
  * Rules 1 and 3 are compile-time: tests/test_cuda_rules.cu (make test-cuda
  * compiles it and expects each violation to be refused, naming the rule).
  */
@@ -206,7 +207,7 @@ __global__ void tile_kernel(const unsigned short *input, int cols, unsigned shor
 
 static void test_load_tile(void)
 {
-    static unsigned short input[16 * 40 + 8], out[16 * 32];
+    alignas(16) static unsigned short input[16 * 40 + 8], out[16 * 32];
     for (int i = 0; i < 16 * 40 + 8; i++)
         input[i] = (unsigned short)(0x3f80 + i); /* bf16 values near 1, all distinct */
     int wrong = 0;
@@ -283,6 +284,39 @@ static void test_rule_4(void)
     report("rule 4: a block of 48 threads (not whole warps) fails to launch", e != cudaSuccess, "");
 }
 
+/* A 16-byte copy to an address 8 bytes past a 16-byte boundary, and a WMMA
+ * load from one 16 bytes past a 32-byte boundary: the device faults on both. */
+__global__ void misaligned_copy_kernel(float *out)
+{
+    lacs_copy_rows(out + 2, 0, out + 8, 0, 1, 16);
+}
+
+__global__ void misaligned_wmma_kernel(float *out)
+{
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc;
+    nvcuda::wmma::load_matrix_sync(acc, out + 4, 16, nvcuda::wmma::mem_row_major);
+}
+
+static void launch_misaligned_copy(void)
+{
+    alignas(32) static float out[512];
+    lacs_launch(misaligned_copy_kernel, dim3(1), dim3(32), 0, out);
+}
+
+static void launch_misaligned_wmma(void)
+{
+    alignas(32) static float out[512];
+    lacs_launch(misaligned_wmma_kernel, dim3(1), dim3(32), 0, out);
+}
+
+static void test_alignment(void)
+{
+    report("a misaligned 16-byte access aborts (the device faults)",
+           aborts_saying(launch_misaligned_copy, "not 16-byte aligned"), "");
+    report("a WMMA load from a pointer not 32-byte aligned aborts",
+           aborts_saying(launch_misaligned_wmma, "not 32-byte aligned"), "");
+}
+
 static void test_mutant_selector(void)
 {
     unsetenv("LACS_CUDA_MUTANT");
@@ -329,6 +363,7 @@ int main(void)
     test_shuffle();
     test_mutant_selector();
     test_divergence();
+    test_alignment();
     test_rule_4(); /* last: it sends stderr to /dev/null */
     return failures ? 1 : 0;
 }

@@ -261,6 +261,8 @@ __device__ void path_copy_tile(Op *dst, const Op *src, size_t count)
     const uint4 *from = reinterpret_cast<const uint4 *>(src);
     uint4 *to = reinterpret_cast<uint4 *>(dst);
     const int n = (int)(count * sizeof(Op) / 16);
+    LACS_ALIGNED16(from);
+    LACS_ALIGNED16(to);
     for (int e = (int)threadIdx.x; e < n; e += (int)blockDim.x)
         to[e] = __ldg(&from[e]);
 }

@@ -24,6 +24,14 @@
 #include "cuda.h"
 #include "lacs/types.h"
 
+/* A 16-byte access's address: checked by the emulation (emulation.h), which
+ * aborts on a misaligned one as the device would fault; nothing on the device. */
+#ifdef LACS_CUDA_EMULATION
+#define LACS_ALIGNED16(p) lacs_emulated_aligned((const void *)(p), 16, "a 16-byte access")
+#else
+#define LACS_ALIGNED16(p) ((void)0)
+#endif
+
 /* A loop the device compiler unrolls (so that small arrays indexed by its
  * counter stay in registers); the host compiler of the emulation decides. */
 #ifdef LACS_CUDA_EMULATION
@@ -312,8 +320,10 @@ __device__ void lacs_load_tile(Op *dst, int ld, int padded_rows, lacs_view src, 
             uint4 value = make_uint4(0u, 0u, 0u, 0u);
             if (r < rows && c < cols) {
                 const uint4 *at = reinterpret_cast<const uint4 *>(from + base + r * row_stride + c);
+                LACS_ALIGNED16(at);
                 value = read_only ? __ldg(at) : *at;
             }
+            LACS_ALIGNED16(&to[e]);
             to[e] = value;
         }
         return;
@@ -334,8 +344,11 @@ __device__ __forceinline__ void lacs_copy_rows(void *dst, size_t dst_stride, con
     const int vectors = (int)(row_bytes / 16);
     for (int e = (int)threadIdx.x; e < rows * vectors; e += (int)blockDim.x) {
         const int r = e / vectors, c = e % vectors;
-        *(reinterpret_cast<uint4 *>((char *)dst + r * dst_stride) + c) =
-            *(reinterpret_cast<const uint4 *>((const char *)src + r * src_stride) + c);
+        uint4 *to = reinterpret_cast<uint4 *>((char *)dst + r * dst_stride) + c;
+        const uint4 *from = reinterpret_cast<const uint4 *>((const char *)src + r * src_stride) + c;
+        LACS_ALIGNED16(to);
+        LACS_ALIGNED16(from);
+        *to = *from;
     }
 }
 

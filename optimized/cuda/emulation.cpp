@@ -183,6 +183,14 @@ unsigned char *lacs_emulated_shared_memory(void) { return running->shared; }
 
 void __syncthreads(void) { wait_at(&running->block_barrier, running->n_threads); }
 
+void lacs_emulated_misaligned(const void *p, size_t alignment, const char *what)
+{
+    fprintf(stderr, "lacs CUDA emulation: %s at %p is not %zu-byte aligned (block (%u,%u,%u), thread %d): the device "
+                    "faults on it\n", what, p, alignment, blockIdx.x, blockIdx.y, blockIdx.z,
+            running ? running->current : -1);
+    abort();
+}
+
 /* Rule 4: the whole warp, with the full mask and width. */
 void lacs_emulated_full_warp(const char *what, unsigned mask, int width)
 {
@@ -230,7 +238,7 @@ cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, cons
     state.stacks = new unsigned char *[n_threads];
     state.warp_barriers = new barrier[n_threads / 32]();
     state.shuffle_slots = new float[n_threads];
-    state.shared = new unsigned char[shared_bytes ? shared_bytes : 1];
+    state.shared = (unsigned char *)aligned_alloc(128, (shared_bytes + 127) / 128 * 128 + 128); /* the device's is aligned */
     for (int t = 0; t < n_threads; t++)
         state.stacks[t] = new unsigned char[fiber_stack_bytes];
     running = &state;
@@ -304,6 +312,6 @@ cudaError_t lacs_emulate_launch(dim3 grid, dim3 block, size_t shared_bytes, cons
     delete[] state.fiber_sp;
     delete[] state.warp_barriers;
     delete[] state.shuffle_slots;
-    delete[] state.shared;
+    free(state.shared);
     return cudaSuccess;
 }

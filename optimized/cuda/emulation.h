@@ -86,11 +86,11 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
  * kernels' choices for a device their grid would not fill are exercised by small cases too). */
 const int lacs_emulated_shared_memory_per_block = 227 * 1024;
 
-/* Device memory starts as NaN bytes, as shared memory does: a kernel that reads
- * what no kernel wrote sees NaN. */
+/* Device memory is 256-byte aligned, as cudaMalloc's, and starts as NaN bytes,
+ * as shared memory does: a kernel that reads what no kernel wrote sees NaN. */
 static inline cudaError_t cudaMalloc(void **p, size_t n)
 {
-    *p = malloc(n ? n : 1);
+    *p = aligned_alloc(256, (n + 255) / 256 * 256 + 256); /* cudaMalloc's alignment */
     if (*p)
         memset(*p, 0xFF, n);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
@@ -151,6 +151,18 @@ static inline double __shfl_xor_sync(unsigned mask, double value, int lane_mask,
     return value;
 }
 
+/* ---- alignment ----
+ * The device faults on a vector access (16 bytes) or a WMMA load or store
+ * (32 bytes, a leading dimension a multiple of 16 bytes) that is not aligned;
+ * the host would not. The kernels' 16-byte accesses and the WMMA calls check
+ * here, and a misaligned one aborts, naming it. */
+void lacs_emulated_misaligned(const void *p, size_t alignment, const char *what);
+static inline void lacs_emulated_aligned(const void *p, size_t alignment, const char *what)
+{
+    if ((uintptr_t)p % alignment != 0)
+        lacs_emulated_misaligned(p, alignment, what);
+}
+
 /* ---- device math ---- */
 
 static inline unsigned __float_as_uint(float x) { unsigned i; memcpy(&i, &x, sizeof i); return i; }
@@ -196,6 +208,8 @@ static inline float fragment_value(__nv_bfloat16 v)
 template <typename Use, typename T, typename Layout>
 void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm)
 {
+    lacs_emulated_aligned(p, 32, "wmma::load_matrix_sync's pointer");
+    lacs_emulated_aligned((const void *)(uintptr_t)(ldm * sizeof(T)), 16, "wmma::load_matrix_sync's leading dimension");
     if (lacs_emulated_lane() != 0)
         return;
     const bool col = std::is_same<Layout, col_major>::value;
@@ -207,6 +221,9 @@ void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsig
 template <typename T>
 void load_matrix_sync(fragment<accumulator, 16, 16, 16, T> &f, const float *p, unsigned ldm, layout_t layout)
 {
+    lacs_emulated_aligned(p, 32, "wmma::load_matrix_sync's pointer");
+    lacs_emulated_aligned((const void *)(uintptr_t)(ldm * sizeof(float)), 16,
+                          "wmma::load_matrix_sync's leading dimension");
     if (lacs_emulated_lane() != 0)
         return;
     for (int r = 0; r < 16; r++)
@@ -217,6 +234,9 @@ void load_matrix_sync(fragment<accumulator, 16, 16, 16, T> &f, const float *p, u
 template <typename T>
 void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, T> &f, unsigned ldm, layout_t layout)
 {
+    lacs_emulated_aligned(p, 32, "wmma::store_matrix_sync's pointer");
+    lacs_emulated_aligned((const void *)(uintptr_t)(ldm * sizeof(float)), 16,
+                          "wmma::store_matrix_sync's leading dimension");
     if (lacs_emulated_lane() != 0)
         return;
     for (int r = 0; r < 16; r++)

@@ -100,6 +100,7 @@ __device__ __forceinline__ void unpack_bf16_pair(unsigned word, float *v)
 template <int W> __device__ __forceinline__ void load_chunk(const float *p, float *v)
 {
     if constexpr (W == 4) {
+        LACS_ALIGNED16(p);
         const float4 q = __ldg((const float4 *)p);
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else {
@@ -111,6 +112,7 @@ template <int W> __device__ __forceinline__ void load_chunk(const float *p, floa
 template <int W> __device__ __forceinline__ void load_chunk(const unsigned short *p, float *v)
 {
     if constexpr (W == 8) {
+        LACS_ALIGNED16(p);
         const uint4 q = __ldg((const uint4 *)p);
         unpack_bf16_pair(q.x, v), unpack_bf16_pair(q.y, v + 2), unpack_bf16_pair(q.z, v + 4),
             unpack_bf16_pair(q.w, v + 6);
@@ -124,8 +126,10 @@ template <int W> __device__ __forceinline__ void load_chunk(const unsigned short
 template <int W> __device__ __forceinline__ void store_chunk(float *p, const float *v)
 {
     if constexpr (W % 4 == 0) {
-        for (int k = 0; k < W; k += 4)
+        for (int k = 0; k < W; k += 4) {
+            LACS_ALIGNED16(p + k);
             *(float4 *)(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+        }
     } else {
         p[0] = v[0];
     }

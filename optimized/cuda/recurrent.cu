@@ -450,6 +450,8 @@ __device__ __forceinline__ bool stage_unit(const stage_plan &plan, int e, const 
             const int r = e / g.width, c = e % g.width;
             *src = reinterpret_cast<const uint4 *>(g.src + (size_t)r * g.src_stride) + c;
             *dst = reinterpret_cast<uint4 *>(g.dst + (size_t)r * g.dst_stride) + c;
+            LACS_ALIGNED16(*src);
+            LACS_ALIGNED16(*dst);
             return true;
         }
         e -= count;
