@@ -1,4 +1,4 @@
-/* builtin:cuda, MesaNet (H15; SPEC.md 4.13; optimized/cuda/README.md section 3b):
+/* builtin:cuda, MesaNet (H15; SPEC.md 4.13; optimized/cuda/README.md section 8):
  * the recurrence token by token, by the reference's method.
  *
  *   H_t = exp(g_t) H_{t-1} + beta_t k_t k_t^T      (K x K, fp32)

@@ -244,20 +244,27 @@ __device__ void unit_lower_inverse(const float *nA, float *T, float *X)
 
 /* ---- 1. prepare: G, A, T, -W, U and Kdec for one (chunk, value head) ---- */
 
-const int rhs_slice = 64; /* columns of -W and U formed at a time */
+/* Columns of -W and U formed at a time: 128 for the bf16 tier's scalar gates
+ * (two blocks still fit an SM), else 64. */
+__host__ __device__ inline int rhs_slice_for(size_t op_bytes, bool channel)
+{
+    return op_bytes == 2 && !channel ? 128 : 64;
+}
 
 struct prepare_layout {
-    size_t Kop, G, b, nA, T, Top, L, R, X, rhs, result, total;
+    size_t Kop, G, b, row_exp, last_exp, nA, T, Top, L, R, X, rhs, result, total;
 };
 
 __host__ __device__ inline prepare_layout prepare_layout_for(int Kp, int Kg, size_t op_bytes, bool step, bool channel)
 {
-    const size_t C = chunk_size;
+    const size_t C = chunk_size, rhs_slice = rhs_slice_for(op_bytes, channel);
     prepare_layout l = {};
     size_t at = 0;
     l.Kop = at, at += round_128(C * Kp * op_bytes);
     l.G = at, at += round_128(C * Kg * 4);
     l.b = at, at += round_128(C * 4);
+    l.row_exp = at, at += round_128(C * 4);
+    l.last_exp = at, at += round_128(C * 4);
     if (step) {
         l.nA = at, at += round_128(C * C * 4);
         l.T = at, at += round_128(C * C * 4);
@@ -292,11 +299,13 @@ __global__ void __launch_bounds__(block_threads) prepare_kernel(recurrent_params
     const int n = chunk.n;
 
     const prepare_layout l = prepare_layout_for(Kp, Kg, sizeof(Op), step, channel);
+    const int rhs_slice = rhs_slice_for(sizeof(Op), channel);
     unsigned char *shared = lacs_shared_memory();
     Op *Kop = (Op *)(shared + l.Kop), *Top = (Op *)(shared + l.Top), *L = (Op *)(shared + l.L);
     Op *R = (Op *)(shared + l.R), *rhs = (Op *)(shared + l.rhs);
     float *G = (float *)(shared + l.G), *b = (float *)(shared + l.b), *nA = (float *)(shared + l.nA);
     float *T = (float *)(shared + l.T), *X = (float *)(shared + l.X), *result = (float *)(shared + l.result);
+    float *row_exp = (float *)(shared + l.row_exp), *last_exp = (float *)(shared + l.last_exp);
 
     /* The keys; the gates, per row (and channel) */
     lacs_load_tile(Kop, Kp, C, p.k, (t0 * p.H + h) * p.K, (int64_t)p.H * p.K, n, p.K);
@@ -307,12 +316,17 @@ __global__ void __launch_bounds__(block_threads) prepare_kernel(recurrent_params
     __syncthreads();
     /* G: the inclusive sums in token order (fp32, at most 64 terms: SPEC.md 11.1), a thread per
      * channel; the mutant restarts them at every sub-chunk. b: the step sizes (0 past n). */
-    if (tid < Kg) {
+    if (tid < Kg) { /* the column in registers: 64 loads in flight, then 64 dependent adds */
+        float column[chunk_size];
+        LACS_UNROLL
+        for (int i = 0; i < chunk_size; i++)
+            column[i] = G[i * Kg + tid];
         float sum = 0.0f;
-        for (int i = 0; i < C; i++) {
+        LACS_UNROLL
+        for (int i = 0; i < chunk_size; i++) {
             if (LACS_MUTANT(LACS_MUTANT_GATE_PER_TOKEN) && channel && i % sub_chunk == 0)
                 sum = 0.0f;
-            sum += G[i * Kg + tid];
+            sum += column[i];
             G[i * Kg + tid] = sum;
         }
     }
@@ -329,14 +343,21 @@ __global__ void __launch_bounds__(block_threads) prepare_kernel(recurrent_params
     __syncthreads();
     lacs_copy_rows(p.G + entry * C * Kg, 0, G, 0, 1, (size_t)C * Kg * 4);
     const float *G_last = G + (n - 1) * Kg;
+    const int shift = p.comba ? 1 : 0;
+    /* scalar gates: exp(Gr_i) and exp(G_last - G_i) once per row */
+    if (!channel && tid < C) {
+        row_exp[tid] = tid - shift >= 0 ? expf(G[tid - shift]) : 1.0f;
+        last_exp[tid] = expf(G_last[0] - G[tid]);
+    }
+    __syncthreads();
 
     /* Kdec = exp(G_last - G) (.) K: the keys decayed to the chunk's end, for the state kernel */
     {
         Op *Kdec = (Op *)p.Kdec + entry * C * Kp;
         for (int idx = tid; idx < C * Kp; idx += threads) {
             const int i = idx / Kp, c = idx % Kp, cg = channel ? c : 0;
-            lacs_store_operand(&Kdec[idx],
-                               i < n ? expf(G_last[cg] - G[i * Kg + cg]) * lacs_operand_value(Kop[idx]) : 0.0f);
+            const float decay = channel ? expf(G_last[cg] - G[i * Kg + cg]) : last_exp[i];
+            lacs_store_operand(&Kdec[idx], i < n ? decay * lacs_operand_value(Kop[idx]) : 0.0f);
         }
     }
 
@@ -350,7 +371,6 @@ __global__ void __launch_bounds__(block_threads) prepare_kernel(recurrent_params
     }
 
     /* nA = -A: A_ij = b_i sum_c k_ic k_jc exp(Gr_ic - G_jc), j < i */
-    const int shift = p.comba ? 1 : 0;
     if (!channel) {
         lacs_block_gemm<false, true>(Kop, Kp, Kop, Kp, nA, C, C, C, Kp, false);
         __syncthreads();
@@ -379,9 +399,9 @@ __global__ void __launch_bounds__(block_threads) prepare_kernel(recurrent_params
     for (int c0 = 0; c0 < Kp; c0 += rhs_slice) {
         const int width = Kp - c0 < rhs_slice ? Kp - c0 : rhs_slice;
         for (int idx = tid; idx < C * width; idx += threads) {
-            const int i = idx / width, c = c0 + idx % width, cg = channel ? c : 0;
-            const float gr = i - shift >= 0 ? G[(i - shift) * Kg + cg] : 0.0f;
-            lacs_store_operand(&rhs[idx], -b[i] * expf(gr) * lacs_operand_value(Kop[i * Kp + c]));
+            const int i = idx / width, c = c0 + idx % width;
+            const float gr_exp = !channel ? row_exp[i] : i - shift >= 0 ? expf(G[(i - shift) * Kg + c]) : 1.0f;
+            lacs_store_operand(&rhs[idx], -b[i] * gr_exp * lacs_operand_value(Kop[i * Kp + c]));
         }
         __syncthreads();
         lacs_block_gemm<false, false>(Top, C, rhs, width, result, width, C, width, C, false);
@@ -655,7 +675,7 @@ __global__ void __launch_bounds__(block_threads) state_kernel(recurrent_params p
 /* ---- 3. output: O for one (chunk, value head, slice of value columns) ---- */
 
 struct output_layout {
-    size_t Qop, Kop, G, Sop, Vop, Pop, P32, O32, L, R, total;
+    size_t Qop, Kop, G, row_scale, Sop, Vop, Pop, P32, O32, L, R, total;
 };
 
 __host__ __device__ inline output_layout output_layout_for(int Kp, int Kg, int BV, size_t op_bytes, bool channel)
@@ -666,6 +686,7 @@ __host__ __device__ inline output_layout output_layout_for(int Kp, int Kg, int B
     l.Qop = at, at += round_128(C * Kp * op_bytes);
     l.Kop = at, at += round_128(C * Kp * op_bytes);
     l.G = at, at += round_128(C * Kg * 4);
+    l.row_scale = at, at += round_128(C * 4);
     l.Sop = at, at += round_128((size_t)Kp * BV * op_bytes);
     l.Vop = at, at += round_128(C * BV * op_bytes);
     l.Pop = at, at += round_128(C * C * op_bytes);
@@ -697,6 +718,7 @@ __global__ void __launch_bounds__(block_threads) output_kernel(recurrent_params 
     Op *Vop = (Op *)(shared + l.Vop), *Pop = (Op *)(shared + l.Pop), *L = (Op *)(shared + l.L);
     Op *R = (Op *)(shared + l.R);
     float *G = (float *)(shared + l.G), *P32 = (float *)(shared + l.P32), *O32 = (float *)(shared + l.O32);
+    float *row_scale = (float *)(shared + l.row_scale);
 
     lacs_load_tile(Qop, Kp, C, p.q, (t0 * p.H + h) * p.K, (int64_t)p.H * p.K, n, p.K);
     lacs_load_tile(Kop, Kp, C, p.k, (t0 * p.H + h) * p.K, (int64_t)p.H * p.K, n, p.K);
@@ -709,6 +731,8 @@ __global__ void __launch_bounds__(block_threads) output_kernel(recurrent_params 
     __syncthreads();
 
     if (!channel) {
+        if (tid < C) /* scale exp(G_i), once per row */
+            row_scale[tid] = p.scale * expf(G[tid]);
         /* O = Q S (scaled by rows below); P = Q K^T */
         lacs_block_gemm<false, false>(Qop, Kp, Sop, BV, O32, BV, C, BV, Kp, false);
         lacs_block_gemm<false, true>(Qop, Kp, Kop, Kp, P32, C, C, C, Kp, false);
@@ -720,7 +744,7 @@ __global__ void __launch_bounds__(block_threads) output_kernel(recurrent_params 
             lacs_store_operand(&Pop[idx], j <= i ? P32[idx] * p.scale * expf(G[i] - G[j]) : 0.0f);
         }
         for (int idx = tid; idx < C * BV; idx += threads)
-            O32[idx] *= p.scale * expf(G[idx / BV]);
+            O32[idx] *= row_scale[idx / BV];
     } else {
         /* P_ij = scale sum_c q_ic k_jc exp(G_ic - G_jc), j <= i: below the diagonal blocks by products of
          * decayed operands, the diagonal blocks term by term */
