@@ -437,6 +437,8 @@ struct stage_segment {
     char *dst;
     int rows, width;
     int src_stride, dst_stride;
+    int flat;        /* rows back to back at both ends: unit e is at src + 16 e, dst + 16 e */
+    int width_log2;  /* otherwise the width is a power of two: rows and columns by shifts */
 };
 
 /* Every plan has the same four pieces in the same places (no index that is
@@ -456,6 +458,10 @@ __device__ __forceinline__ stage_segment stage_piece(const void *src, int src_st
     s.width = row_bytes / 16;
     s.src_stride = src_stride;
     s.dst_stride = dst_stride;
+    s.flat = src_stride == row_bytes && dst_stride == row_bytes;
+    s.width_log2 = 0;
+    while ((2 << s.width_log2) <= s.width)
+        s.width_log2++;
     return s;
 }
 
@@ -466,8 +472,8 @@ __device__ __forceinline__ bool stage_unit(const stage_plan &plan, int e, const 
     for (int s = 0; s < 4; s++) {
         const stage_segment &g = plan.segment[s];
         const int count = g.rows * g.width;
-        if (e < count) {
-            const int r = e / g.width, c = e % g.width;
+        if (e < count) { /* no division: a flat piece, or a width that is a power of two */
+            const int r = g.flat ? 0 : e >> g.width_log2, c = g.flat ? e : e & (g.width - 1);
             *src = reinterpret_cast<const uint4 *>(g.src + (size_t)r * g.src_stride) + c;
             *dst = reinterpret_cast<uint4 *>(g.dst + (size_t)r * g.dst_stride) + c;
             LACS_ALIGNED16(*src);
