@@ -10,8 +10,9 @@
 #      only a device's shared-memory limit may skip one (JSON report: check.json, with every output's
 #      ratio); the worst ratio per op and tier, beside the emulation's (worst_ratios.txt);
 #   4. lacs-bench-cuda (make bench-cuda): cuBLAS and copy anchors, every family's figures;
-#   5. compute-sanitizer memcheck and racecheck, each over a share of the cases (--shard), within
-#      SANITIZER_TIMEOUT seconds each (default 120): errors and hazards counted;
+#   5. compute-sanitizer memcheck over half the cases, racecheck over half those of RACECHECK_OPS (one op
+#      of each kernel family new since the last device run), each within SANITIZER_TIMEOUT seconds
+#      (default 120): errors and hazards counted;
 #   6. optional: FLA=1 runs tests/device/fla_bench.py (fla's Triton kernels, where installed);
 #      K128=1 generates the full set's K = 128 cases here (CPU) and checks them on the device.
 # The closing summary (summary.txt) says PASS or FAIL per step: what the README's section 6 and
@@ -85,12 +86,14 @@ cat "$OUT/bench_cuda.log"
     verdict FAIL "lacs-bench-cuda exit $rc"
 grep -E "target" "$OUT/bench_cuda.log" | sed 's/^/      /' | tee -a "$SUMMARY"
 
+# racecheck (the slower) takes half the cases of one op of each kernel family new since the last device run
+RACECHECK_OPS=${RACECHECK_OPS:-gated_delta_rule,gla,linear_attn,fox,deltaformer,mesa_net,softcap,l2norm}
 for tool in memcheck racecheck; do
-    shard=1/2
-    [ $tool = racecheck ] && shard=2/3
-    step "5. compute-sanitizer --tool $tool over --shard $shard of the cases (at most $SANITIZER_TIMEOUT s)"
+    selection="--shard 1/2"
+    [ $tool = racecheck ] && selection="--op $RACECHECK_OPS --shard 1/2"
+    step "5. compute-sanitizer --tool $tool over $selection (at most $SANITIZER_TIMEOUT s)"
     timeout "$SANITIZER_TIMEOUT" compute-sanitizer --tool $tool --target-processes all --error-exitcode 99 \
-        $LACS check --impl builtin:cuda --shard $shard --jobs 8 >"$OUT/$tool.log" 2>&1
+        $LACS check --impl builtin:cuda $selection --jobs 8 >"$OUT/$tool.log" 2>&1
     rc=$?
     counts=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | sort | uniq -c | sort -rn | head -5)
     echo "$counts"
