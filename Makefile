@@ -360,8 +360,8 @@ $(CUDA_DISPATCH_OBJ): optimized/cuda/dispatch.c $(HEADERS) $(CUDA_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_LACS) -c $< -o $@
 
-# Only the lacs_cuda_* entry points and lacs_plugin_run are exported: liblacs and the CUDA runtime, linked
-# statically, stay inside.
+# Only the lacs_cuda_* entry points and the plugin ABI's lacs_plugin_run, lacs_plugin_describe and
+# lacs_plugin_last_error are exported: liblacs and the CUDA runtime, linked statically, stay inside.
 $(BUILD)/liblacs_cuda.so: $(CUDA_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a
 	$(NVCC) -shared $(CUDA_ARCH_FLAGS) -cudart static -o $@ $(CUDA_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a \
 	    -Xlinker --exclude-libs,ALL $(LIBS)
@@ -383,26 +383,30 @@ cuda-emulated: $(BUILD)/liblacs_cuda_emulated.so
 bench-cuda: $(BUILD)/lacs-bench-cuda
 	./$(BUILD)/lacs-bench-cuda $(BENCH_ARGS)
 
-# The deliberately wrong twin of the emulated library, for make test-cuda: the recurrent kernel keeps its
-# state in bf16 between chunks (-DLACS_CUDA_MUTANT_STATE_BF16; recurrent.cu). The suite must reject it.
-CUDA_MUTANT_OBJ := $(BUILD)/obj/cuda-mutant/optimized/cuda/recurrent.o \
-                   $(filter-out %/recurrent.o,$(CUDA_EMULATED_OBJ))
-$(BUILD)/obj/cuda-mutant/optimized/cuda/recurrent.o: optimized/cuda/recurrent.cu $(HEADERS) $(CUDA_HEADERS)
+# The deliberately wrong twins of the emulated library, for make test-cuda: every kernel compiled with
+# -DLACS_CUDA_MUTANTS, where LACS_CUDA_MUTANT=<name> selects one bug per family (cuda_common.cuh's
+# lacs_cuda_mutant_kind; without it the library is right). The suite must reject every one.
+CUDA_MUTANT_OBJ := $(patsubst %.cu,$(BUILD)/obj/cuda-mutant/%.o,$(CUDA_CU)) \
+                   $(BUILD)/obj/cuda-emulated/optimized/cuda/emulation.o
+$(BUILD)/obj/cuda-mutant/%.o: %.cu $(HEADERS) $(CUDA_HEADERS) | deps
 	@mkdir -p $(dir $@)
-	$(CXX) $(CUDA_EMULATION_FLAGS) -DLACS_CUDA_MUTANT_STATE_BF16 -c $< -o $@
+	$(CXX) $(CUDA_EMULATION_FLAGS) -DLACS_CUDA_MUTANTS -c $< -o $@
 
 $(BUILD)/liblacs_cuda_mutant.so: $(CUDA_MUTANT_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a
 	$(CXX) -shared $(LDFLAGS_LACS) -o $@ $(CUDA_MUTANT_OBJ) $(CUDA_DISPATCH_OBJ) $(BUILD)/liblacs.a \
 	    -Wl,--exclude-libs,ALL -Wl,--no-undefined $(LIBS)
 
-# make test-cuda (part of make test): make cuda must compile (where nvcc is found); the kernels under emulation must pass every
-# core vector of builtin:cuda's ops (the per-channel gk cases are the only skips) and the mutant must fail;
-# on a machine with a GPU, builtin:cuda itself must pass them, else that part is skipped with the reason.
-# Without nvcc, the emulated parts still run and the nvcc build and the device part are skipped, with the reason.
+# make test-cuda (part of make test; tests/test_cuda.sh): make cuda must compile (where nvcc is found); the
+# emulation must pass its own tests and refuse the rule-breaking kernels of tests/test_cuda_rules.cu; the
+# kernels under emulation must pass every core vector of every op, with the same bits under the forward
+# and the reverse schedule; every family's mutant must fail; on a machine with a GPU, builtin:cuda itself
+# must pass the vectors, else that part is skipped with the reason. Without nvcc, the emulated parts still
+# run and the nvcc build and the device part are skipped, with the reason.
 NVCC_FOUND := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
 test-cuda: $(BUILD)/lacs $(if $(NVCC_FOUND),$(BUILD)/liblacs_cuda.so) $(BUILD)/liblacs_cuda_emulated.so \
            $(BUILD)/liblacs_cuda_mutant.so $(BUILD)/lacs-test-cuda-emulation
-	BUILD=$(BUILD) NVCC='$(NVCC)' NVCC_FOUND=$(NVCC_FOUND) bash tests/test_cuda.sh
+	BUILD=$(BUILD) NVCC='$(NVCC)' NVCC_FOUND=$(NVCC_FOUND) CUDA_RULES_CXX='$(CXX) $(CUDA_EMULATION_FLAGS)' \
+	    bash tests/test_cuda.sh
 
 # The emulation's own tests (tests/test_cuda_emulation.cu): it tells a right kernel from a wrong one.
 $(BUILD)/lacs-test-cuda-emulation: tests/test_cuda_emulation.cu $(BUILD)/obj/cuda-emulated/optimized/cuda/emulation.o \

@@ -10,7 +10,10 @@
  * The chunked kernels count the flops of their products (optimized/cuda/README.md section 2); the
  * norms count the bytes they must move (inputs read, F32 outputs written).
  * Targets (the issue): gated_delta_rule bf16 at T = 16384, H = HV = 16,
- * K = V = 128 at >= 0.30 of the GEMM; dyt and dyisru at >= 0.80 of the copy.
+ * K = V = 128 at >= 0.30 of the GEMM (and at least fla's Triton throughput:
+ * tests/device/fla_bench.py); dyt and dyisru at >= 0.80 of the copy. The
+ * recurrent family, the softmax attention forms, PaTH and the norms are all
+ * measured; mesa_net (a sequential walk built for correctness) is not.
  * Without a device it says why and exits 2: it measures nothing.
  */
 #include <cublas_v2.h>
@@ -237,25 +240,36 @@ static double chunk_flops(int64_t T, int64_t K, int64_t V)
     return flops;
 }
 
-static void bench_recurrent(const char *op, int bf16, int64_t B, int64_t T, int64_t H, int64_t K, int64_t V,
-                            int max_shared, double gemm, int target)
+/* The recurrent family: gate "g", "gk" (per channel: KDA, GLA), "g_gamma" or "" (none). */
+static void bench_recurrent(const char *op, const char *gate, int bf16, int64_t B, int64_t T, int64_t H, int64_t K,
+                            int64_t V, int max_shared, double gemm, int target)
 {
     const lacs_dtype dt = bf16 ? LACS_BF16 : LACS_F32;
     const int64_t qk[4] = {B, T, H, K}, vs[4] = {B, T, H, V}, bs[3] = {B, T, H}, hs[4] = {B, H, K, V};
+    const int64_t gks[4] = {B, T, H, K}, heads[1] = {H};
     lacs_cuda_tensor in[6];
     int n_in = 0;
     in[n_in++] = device_tensor("q", dt, 4, qk, FILL_UNIT_ROWS, K);
     in[n_in++] = device_tensor("k", dt, 4, qk, FILL_UNIT_ROWS, K);
     in[n_in++] = device_tensor("v", dt, 4, vs, FILL_NORMAL, V);
-    in[n_in++] = device_tensor("beta", dt, 3, bs, FILL_BETA, 1);
-    if (strcmp(op, "gated_delta_rule") == 0)
+    const int delta = strcmp(op, "delta_rule") == 0 || strcmp(op, "gated_delta_rule") == 0 ||
+                      strcmp(op, "comba") == 0 || strcmp(op, "efla") == 0;
+    if (delta)
+        in[n_in++] = device_tensor("beta", dt, 3, bs, FILL_BETA, 1);
+    if (strcmp(gate, "g") == 0)
         in[n_in++] = device_tensor("g", dt, 3, bs, FILL_GATE, 1);
+    else if (strcmp(gate, "gk") == 0)
+        in[n_in++] = device_tensor("gk", dt, 4, gks, FILL_GATE, 1);
+    else if (strcmp(gate, "g_gamma") == 0)
+        in[n_in++] = device_tensor("g_gamma", dt, 1, heads, FILL_GATE, 1);
     lacs_cuda_tensor out[2] = {device_output("o", 4, vs), device_output("ht", 4, hs)};
     lacs_cuda_call c = {op, bf16, in, n_in, nullptr, 0, out, 2, max_shared};
     const double ms = time_call(lacs_cuda_recurrent, &c);
     if (ms > 0) {
         const double tflops = chunk_flops(T, K, V) * B * H / (ms * 1e-3) / 1e12;
-        printf("%-17s %-4s B=%lld T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f TFLOP/s  %.3f x GEMM%s\n", op,
+        char name[40];
+        snprintf(name, sizeof name, "%s%s", op, strcmp(gate, "gk") == 0 && strcmp(op, "gla") != 0 ? " gk" : "");
+        printf("%-20s %-4s B=%lld T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f TFLOP/s  %.3f x GEMM%s\n", name,
                bf16 ? "bf16" : "fp32", (long long)B, (long long)T, (long long)H, (long long)K, (long long)V, ms,
                tflops, tflops / gemm,
                target ? (tflops / gemm >= 0.30 ? "  target >= 0.30: PASS" : "  target >= 0.30: NOT MET") : "");
@@ -280,7 +294,7 @@ static void bench_decode(int bf16, int64_t B, int64_t H, int64_t K, int64_t V, i
     const double ms = time_call(lacs_cuda_recurrent, &c);
     if (ms > 0) {
         const double gbs = 2.0 * B * H * K * V * 4 / (ms * 1e-3) / 1e9;
-        printf("%-17s %-4s B=%lld T=1 H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f GB/s (state)  %.3f x copy\n",
+        printf("%-20s %-4s B=%lld T=1 H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f GB/s (state)  %.3f x copy\n",
                "gdr decode", bf16 ? "bf16" : "fp32", (long long)B, (long long)H, (long long)K, (long long)V, ms, gbs,
                gbs / copy);
     }
@@ -300,16 +314,53 @@ static void bench_norm(const char *op, int bf16, int64_t rows, int64_t dim, int 
         in[n_in++] = device_tensor("alpha", dt, 1, one, FILL_BETA, 1);
     if (strcmp(op, "dyisru") == 0)
         in[n_in++] = device_tensor("C", dt, 1, one, FILL_BETA, 1);
-    in[n_in++] = device_tensor("weight", dt, 1, ws, FILL_NORMAL, dim);
+    if (strcmp(op, "dyt") == 0 || strcmp(op, "dyisru") == 0 || strcmp(op, "rmsnorm") == 0)
+        in[n_in++] = device_tensor("weight", dt, 1, ws, FILL_NORMAL, dim);
+    /* softcap's cap, l2norm's eps and convention (fla's sqrt(sum x^2 + eps), eps 1e-6) */
+    const lacs_param softcap_params[1] = {{"cap", 15.0}}, l2norm_params[2] = {{"eps", 1e-6}, {"convention", 0}};
+    const lacs_param *params = strcmp(op, "softcap") == 0 ? softcap_params
+                               : strcmp(op, "l2norm") == 0 ? l2norm_params
+                                                           : nullptr;
+    const int n_params = strcmp(op, "softcap") == 0 ? 1 : strcmp(op, "l2norm") == 0 ? 2 : 0;
     lacs_cuda_tensor out[1] = {device_output("y", 2, xs)};
-    lacs_cuda_call c = {op, bf16, in, n_in, nullptr, 0, out, 1, max_shared};
+    lacs_cuda_call c = {op, bf16, in, n_in, params, n_params, out, 1, max_shared};
     const double ms = time_call(lacs_cuda_norm, &c);
     if (ms > 0) {
         const double bytes = (double)rows * dim * ((bf16 ? 2 : 4) + 4);
         const double gbs = bytes / (ms * 1e-3) / 1e9;
-        printf("%-17s %-4s %lldx%lld  %9.3f ms  %7.1f GB/s  %.3f x copy%s\n", op, bf16 ? "bf16" : "fp32",
+        printf("%-20s %-4s %lldx%lld  %9.3f ms  %7.1f GB/s  %.3f x copy%s\n", op, bf16 ? "bf16" : "fp32",
                (long long)rows, (long long)dim, ms, gbs, gbs / copy,
                target ? (gbs / copy >= 0.80 ? "  target >= 0.80: PASS" : "  target >= 0.80: NOT MET") : "");
+    }
+    free_tensors(in, n_in);
+    free_tensors(out, 1);
+}
+
+/* softmax_attn, fox (g) and deltaformer: causal attention, T^2 (K + V) flops per head (the two products
+ * over the causal half); DeltaFormer's first stage doubles it. */
+static void bench_flash(const char *op, int bf16, int64_t T, int64_t H, int64_t K, int64_t V, int max_shared,
+                        double gemm)
+{
+    const lacs_dtype dt = bf16 ? LACS_BF16 : LACS_F32;
+    const int64_t qk[4] = {1, T, H, K}, vs[4] = {1, T, H, V}, bs[3] = {1, T, H};
+    lacs_cuda_tensor in[4];
+    int n_in = 0;
+    in[n_in++] = device_tensor("q", dt, 4, qk, FILL_UNIT_ROWS, K);
+    in[n_in++] = device_tensor("k", dt, 4, qk, FILL_UNIT_ROWS, K);
+    in[n_in++] = device_tensor("v", dt, 4, vs, FILL_NORMAL, V);
+    if (strcmp(op, "fox") == 0)
+        in[n_in++] = device_tensor("g", dt, 3, bs, FILL_GATE, 1);
+    if (strcmp(op, "deltaformer") == 0)
+        in[n_in++] = device_tensor("beta", dt, 3, bs, FILL_BETA, 1);
+    lacs_cuda_tensor out[1] = {device_output("o", 4, vs)};
+    lacs_cuda_call c = {op, bf16, in, n_in, nullptr, 0, out, 1, max_shared};
+    const double ms = time_call(lacs_cuda_attention, &c);
+    if (ms > 0) {
+        const double flops = (double)T * T * (K + V) * H * (strcmp(op, "deltaformer") == 0 ? 2 : 1);
+        const double tflops = flops / (ms * 1e-3) / 1e12;
+        printf("%-20s %-4s T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f TFLOP/s (T^2 (K + V))  %.3f x GEMM\n", op,
+               bf16 ? "bf16" : "fp32", (long long)T, (long long)H, (long long)K, (long long)V, ms, tflops,
+               tflops / gemm);
     }
     free_tensors(in, n_in);
     free_tensors(out, 1);
@@ -330,7 +381,7 @@ static void bench_path(int bf16, int64_t T, int64_t H, int64_t K, int64_t V, int
     if (ms > 0) {
         /* causal attention's two products (QK^T, PV) plus carrying the queries through each block: ~ T^2 (2K + V) per head */
         const double tflops = (double)T * T * (2.0 * K + V) * H / (ms * 1e-3) / 1e12;
-        printf("%-17s %-4s T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f TFLOP/s (T^2 (2K + V))  %.3f x GEMM\n",
+        printf("%-20s %-4s T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.1f TFLOP/s (T^2 (2K + V))  %.3f x GEMM\n",
                "path_attn", bf16 ? "bf16" : "fp32", (long long)T, (long long)H, (long long)K, (long long)V, ms,
                tflops, tflops / gemm);
     }
@@ -353,17 +404,26 @@ int main(int argc, char **argv)
     printf("anchor: device-to-device copy 1 GiB                   %.1f GB/s (read + write)\n", copy);
 
     const int64_t T = quick ? 4096 : 16384;
-    bench_recurrent("gated_delta_rule", 1, 1, T, 16, 128, 128, max_shared, gemm, 1);
-    bench_recurrent("gated_delta_rule", 0, 1, T, 16, 128, 128, max_shared, gemm, 0);
-    bench_recurrent("gated_delta_rule", 1, 1, 8192, 8, 128, 128, max_shared, gemm, 0); /* fla's reported shape */
-    bench_recurrent("delta_rule", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
-    bench_recurrent("efla", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
+    bench_recurrent("gated_delta_rule", "g", 1, 1, T, 16, 128, 128, max_shared, gemm, 1);
+    bench_recurrent("gated_delta_rule", "g", 0, 1, T, 16, 128, 128, max_shared, gemm, 0);
+    bench_recurrent("gated_delta_rule", "g", 1, 1, 8192, 8, 128, 128, max_shared, gemm, 0); /* fla's reported shape */
+    bench_recurrent("gated_delta_rule", "gk", 1, 1, T, 16, 128, 128, max_shared, gemm, 0); /* KDA */
+    bench_recurrent("delta_rule", "", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
+    bench_recurrent("efla", "", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
+    bench_recurrent("comba", "g", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
+    bench_recurrent("gla", "gk", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
+    bench_recurrent("simple_gla", "g", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
     bench_decode(1, 64, 16, 128, 128, max_shared, copy);
     for (int bf16 = 1; bf16 >= 0; bf16--) {
         bench_norm("dyt", bf16, 4096, 4096, max_shared, copy, 1);
         bench_norm("dyisru", bf16, 4096, 4096, max_shared, copy, 1);
         bench_norm("rmsnorm", bf16, 4096, 4096, max_shared, copy, 0);
+        bench_norm("softcap", bf16, 4096, 4096, max_shared, copy, 0);
+        bench_norm("l2norm", bf16, 4096, 4096, max_shared, copy, 0);
     }
+    bench_flash("softmax_attn", 1, quick ? 1024 : 4096, 16, 128, 128, max_shared, gemm);
+    bench_flash("fox", 1, quick ? 1024 : 4096, 16, 128, 128, max_shared, gemm);
+    bench_flash("deltaformer", 1, quick ? 512 : 2048, 4, 64, 64, max_shared, gemm);
     bench_path(1, quick ? 1024 : 4096, 4, 64, 64, max_shared, gemm);
     bench_path(0, quick ? 1024 : 4096, 4, 64, 64, max_shared, gemm);
     return failures ? 1 : 0;

@@ -169,11 +169,6 @@ const char *cli_impl_last_error(const cli_impl *impl)
 
 /* ---- what an implementation declares ---- */
 
-/* builtin:cuda implements these ops, and not the per-channel gate (optimized/cuda/README.md). */
-static const char cuda_ops[] = "delta_rule gated_delta_rule efla path_attn rmsnorm rmsnorm_vjp dyt dyt_vjp dyisru "
-                               "dyisru_vjp";
-static const char cuda_unsupported[] = "PerChannelGate";
-
 void cli_impl_declare(const cli_impl *impl, lacs_verdict *verdict)
 {
     if (impl->declared)
@@ -380,10 +375,15 @@ int cli_impl_open(const char *spec, cli_impl *impl, double timeout)
     if (strcmp(spec, "builtin:cuda") == 0) {
         const int rc = open_cuda(impl);
         if (rc == 0) {
-            impl->declared = 1;
+            /* its declaration is the library's own lacs_plugin_describe (optimized/cuda/dispatch.c) */
+            const lacs_plugin_description *(*describe)(void);
+            *(void **)&describe = dlsym(impl->library, "lacs_plugin_describe");
+            const lacs_plugin_description *d = describe ? describe() : NULL;
+            impl->declared = d != NULL;
             snprintf(impl->name, sizeof impl->name, "builtin:cuda");
-            snprintf(impl->ops, sizeof impl->ops, "%s", cuda_ops);
-            snprintf(impl->unsupported, sizeof impl->unsupported, "%s", cuda_unsupported);
+            snprintf(impl->ops, sizeof impl->ops, "%s", d && d->ops ? d->ops : "");
+            snprintf(impl->tiers, sizeof impl->tiers, "%s", d && d->tiers ? d->tiers : "");
+            snprintf(impl->unsupported, sizeof impl->unsupported, "%s", d && d->unsupported ? d->unsupported : "");
         }
         return rc;
     }

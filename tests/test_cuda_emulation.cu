@@ -4,11 +4,22 @@
  * -DLACS_CUDA_EMULATION, like the kernels; prints one line per test, exits 1
  * on a failure.
  *   1. a barrier orders shared memory: with it, each thread reads its
- *      neighbour's value; without it, some thread reads the NaN fill;
- *   2. lacs_block_gemm (WMMA for bf16, the CUDA cores for fp32) in its three
- *      layouts equals a plain triple loop, bit for bit;
+ *      neighbour's value; without it, some thread reads the NaN fill; and a
+ *      race on data that is not the fill (a loop's second pass) gives
+ *      different results under the forward and the reverse schedule, while
+ *      the same loop with its barrier gives the same bits under both (rule 2);
+ *   2. lacs_block_gemm (WMMA for bf16, the CUDA cores for fp32, in its 4 x 4,
+ *      2 x 2 and 1 x 1 register tiles) in its three layouts equals a plain
+ *      triple loop, bit for bit; lacs_load_tile's 16-byte and element paths
+ *      give the same padded tile;
  *   3. a warp's butterfly reduction by __shfl_xor_sync gives every lane the sum;
- *   4. a barrier that one thread skips aborts the process (checked in a child).
+ *   4. a barrier that one thread skips aborts the process; a shuffle or
+ *      __syncwarp with a partial mask aborts, naming rule 4; a block that is
+ *      not whole warps fails to launch (each checked in a child);
+ *   5. the mutants' selector reads LACS_CUDA_MUTANT (and is 0 without it);
+ *   6. a misaligned 16-byte access or WMMA pointer aborts, as the device faults.
+ * Rules 1 and 3 are compile-time: tests/test_cuda_rules.cu (make test-cuda
+ * compiles it and expects each violation to be refused, naming the rule).
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -34,6 +45,46 @@ __global__ void neighbour_kernel(float *out, int with_barrier)
     if (with_barrier)
         __syncthreads();
     out[blockIdx.x * n + t] = shared[(t + 1) % n];
+}
+
+/* A loop whose second pass reads a neighbour's slot with or without the
+ * barrier between the write and the read: without it the value read is the
+ * neighbour's first-pass value in one schedule and its second-pass value in
+ * the other (never the NaN fill after the first pass). */
+__global__ void loop_kernel(float *out, int with_barrier)
+{
+    float *shared = (float *)lacs_shared_memory();
+    const int t = (int)threadIdx.x, n = (int)blockDim.x;
+    float sum = 0.0f;
+    for (int pass = 0; pass < 2; pass++) {
+        shared[t] = (float)(t + 1 + 100 * pass);
+        if (with_barrier || pass == 0)
+            __syncthreads();
+        sum += shared[(t + 1) % n];
+        __syncthreads();
+    }
+    out[blockIdx.x * n + t] = sum;
+}
+
+static void run_loop(float *out, int with_barrier, const char *schedule)
+{
+    setenv("LACS_CUDA_EMULATION_SCHEDULE", schedule, 1);
+    lacs_launch(loop_kernel, dim3(2), dim3(64), 64 * sizeof(float), out, with_barrier);
+    unsetenv("LACS_CUDA_EMULATION_SCHEDULE");
+}
+
+static void test_schedules(void)
+{
+    float forward[128], reverse[128];
+    for (int with_barrier = 1; with_barrier >= 0; with_barrier--) {
+        run_loop(forward, with_barrier, "forward");
+        run_loop(reverse, with_barrier, "reverse");
+        const bool same = memcmp(forward, reverse, sizeof forward) == 0;
+        if (with_barrier)
+            report("with the barrier, the forward and reverse schedules give the same bits", same, "");
+        else
+            report("without it, the two schedules disagree (a race on data that is not the NaN fill)", !same, "");
+    }
 }
 
 static void test_barrier(void)
@@ -84,11 +135,10 @@ static float value_of(unsigned short bits)
     return f;
 }
 
-template <bool TransA, bool TransB, typename Op> static void test_gemm(const char *name)
+template <bool TransA, bool TransB, typename Op> static void test_gemm(const char *name, int M, int N, int K)
 {
-    const int M = 32, N = 48, K = 64;
-    static Op A[M * K], B[K * N];
-    static float C[M * N];
+    static Op A[64 * 64], B[64 * 64];
+    static float C[64 * 64];
     unsigned seed = 12345;
     for (int i = 0; i < M * K; i++) {
         seed = seed * 1664525u + 1013904223u;
@@ -105,6 +155,9 @@ template <bool TransA, bool TransB, typename Op> static void test_gemm(const cha
     const size_t shared = lacs_shared_round((size_t)M * K * sizeof(Op)) + lacs_shared_round((size_t)K * N * sizeof(Op)) +
                           (size_t)M * N * 4;
     lacs_launch(gemm_kernel<TransA, TransB, Op>, dim3(1), dim3(128), shared, (const Op *)A, (const Op *)B, C, M, N, K);
+    char full[160];
+    snprintf(full, sizeof full, "%s, %d x %d x %d", name, M, N, K);
+    name = full;
     int wrong = 0;
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++) {
@@ -140,11 +193,134 @@ static void test_shuffle(void)
     report("__shfl_xor_sync: every lane of each warp has the warp's sum", right == 64, "");
 }
 
+/* lacs_load_tile: a bf16 input into bf16 operands, rows of 24 (16-byte path)
+ * and 20 (element path) values, both padded to 32 columns and 16 rows. */
+__global__ void tile_kernel(const unsigned short *input, int cols, unsigned short *out)
+{
+    unsigned short *tile = (unsigned short *)lacs_shared_memory();
+    const lacs_view view = {input, 1};
+    lacs_load_tile(tile, 32, 16, view, 8, 40, 12, cols);
+    __syncthreads();
+    for (int e = (int)threadIdx.x; e < 16 * 32; e += (int)blockDim.x)
+        out[e] = tile[e];
+}
+
+static void test_load_tile(void)
+{
+    alignas(16) static unsigned short input[16 * 40 + 8], out[16 * 32];
+    for (int i = 0; i < 16 * 40 + 8; i++)
+        input[i] = (unsigned short)(0x3f80 + i); /* bf16 values near 1, all distinct */
+    int wrong = 0;
+    for (int cols = 24; cols >= 20; cols -= 4) {
+        lacs_launch(tile_kernel, dim3(1), dim3(64), 16 * 32 * 2, (const unsigned short *)input, cols, out);
+        for (int r = 0; r < 16; r++)
+            for (int c = 0; c < 32; c++)
+                wrong += out[r * 32 + c] != (r < 12 && c < cols ? input[8 + r * 40 + c] : 0);
+    }
+    char detail[64];
+    snprintf(detail, sizeof detail, "%d elements wrong", wrong);
+    report("lacs_load_tile: the 16-byte and the element paths give the padded tile", wrong == 0, detail);
+}
+
 /* 4. divergence */
 __global__ void divergent_kernel(void)
 {
     if (threadIdx.x != 0)
         __syncthreads();
+}
+
+/* Runs launch() in a child with stderr to a pipe; true when the child aborts
+ * and its message contains `words`. */
+static bool aborts_saying(void (*launch)(void), const char *words)
+{
+    fflush(stdout);
+    int pipe_fd[2];
+    if (pipe(pipe_fd) != 0)
+        return false;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pipe_fd[1], 2);
+        close(pipe_fd[0]);
+        launch();
+        _exit(0);
+    }
+    close(pipe_fd[1]);
+    char message[1024] = "";
+    size_t got = 0;
+    ssize_t n;
+    while (got < sizeof message - 1 && (n = read(pipe_fd[0], message + got, sizeof message - 1 - got)) > 0)
+        got += (size_t)n;
+    message[got] = 0;
+    close(pipe_fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(message, words) != nullptr;
+}
+
+__global__ void partial_shuffle_kernel(float *out)
+{
+    out[threadIdx.x] = __shfl_xor_sync(0x0000ffffu, 1.0f, 1);
+}
+
+__global__ void partial_syncwarp_kernel(void) { __syncwarp(0x0000ffffu); }
+
+static void launch_partial_shuffle(void)
+{
+    static float out[32];
+    lacs_launch(partial_shuffle_kernel, dim3(1), dim3(32), 0, out);
+}
+
+static void launch_partial_syncwarp(void) { lacs_launch(partial_syncwarp_kernel, dim3(1), dim3(32), 0); }
+
+static void test_rule_4(void)
+{
+    report("rule 4: a shuffle with a partial mask aborts, naming the rule",
+           aborts_saying(launch_partial_shuffle, "rule 4"), "");
+    report("rule 4: __syncwarp with a partial mask aborts, naming the rule",
+           aborts_saying(launch_partial_syncwarp, "rule 4"), "");
+    if (!freopen("/dev/null", "w", stderr)) /* the launch's own message, expected */
+        return;
+    const cudaError_t e = lacs_launch(partial_syncwarp_kernel, dim3(1), dim3(48), 0);
+    report("rule 4: a block of 48 threads (not whole warps) fails to launch", e != cudaSuccess, "");
+}
+
+/* A 16-byte copy to an address 8 bytes past a 16-byte boundary, and a WMMA
+ * load from one 16 bytes past a 32-byte boundary: the device faults on both. */
+__global__ void misaligned_copy_kernel(float *out)
+{
+    lacs_copy_rows(out + 2, 0, out + 8, 0, 1, 16);
+}
+
+__global__ void misaligned_wmma_kernel(float *out)
+{
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> acc;
+    nvcuda::wmma::load_matrix_sync(acc, out + 4, 16, nvcuda::wmma::mem_row_major);
+}
+
+static void launch_misaligned_copy(void)
+{
+    alignas(32) static float out[512];
+    lacs_launch(misaligned_copy_kernel, dim3(1), dim3(32), 0, out);
+}
+
+static void launch_misaligned_wmma(void)
+{
+    alignas(32) static float out[512];
+    lacs_launch(misaligned_wmma_kernel, dim3(1), dim3(32), 0, out);
+}
+
+static void test_alignment(void)
+{
+    report("a misaligned 16-byte access aborts (the device faults)",
+           aborts_saying(launch_misaligned_copy, "not 16-byte aligned"), "");
+    report("a WMMA load from a pointer not 32-byte aligned aborts",
+           aborts_saying(launch_misaligned_wmma, "not 32-byte aligned"), "");
+}
+
+static void test_mutant_selector(void)
+{
+    unsetenv("LACS_CUDA_MUTANT");
+    report("without LACS_CUDA_MUTANT no mutant is selected", lacs_cuda_mutant_selected() == 0, "");
 }
 
 static void test_divergence(void)
@@ -173,13 +349,21 @@ extern "C" int lacs_cuda_error(int code, const char *op, const char *fmt, ...)
 int main(void)
 {
     test_barrier();
-    test_gemm<false, false, unsigned short>("WMMA bf16 product, A B");
-    test_gemm<false, true, unsigned short>("WMMA bf16 product, A B^T");
-    test_gemm<true, false, unsigned short>("WMMA bf16 product, A^T B");
-    test_gemm<false, false, float>("fp32 product, A B");
-    test_gemm<false, true, float>("fp32 product, A B^T");
-    test_gemm<true, false, float>("fp32 product, A^T B");
+    test_schedules();
+    test_gemm<false, false, unsigned short>("WMMA bf16 product, A B", 32, 48, 64);
+    test_gemm<false, true, unsigned short>("WMMA bf16 product, A B^T", 32, 48, 64);
+    test_gemm<true, false, unsigned short>("WMMA bf16 product, A^T B", 32, 48, 64);
+    const int shapes[3][3] = {{64, 64, 48}, {32, 48, 64}, {16, 16, 32}}; /* fp32 tiles of 4, 2 and 1 */
+    for (int s = 0; s < 3; s++) {
+        test_gemm<false, false, float>("fp32 product, A B", shapes[s][0], shapes[s][1], shapes[s][2]);
+        test_gemm<false, true, float>("fp32 product, A B^T", shapes[s][0], shapes[s][1], shapes[s][2]);
+        test_gemm<true, false, float>("fp32 product, A^T B", shapes[s][0], shapes[s][1], shapes[s][2]);
+    }
+    test_load_tile();
     test_shuffle();
+    test_mutant_selector();
     test_divergence();
+    test_alignment();
+    test_rule_4(); /* last: it sends stderr to /dev/null */
     return failures ? 1 : 0;
 }

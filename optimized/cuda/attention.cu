@@ -1,6 +1,6 @@
 /* builtin:cuda: the attention family, path_attn (PaTH attention, H12;
- * SPEC.md 4.12 and 13). softmax_attn, fox and deltaformer are not
- * implemented here (LACS_UNSUPPORTED).
+ * SPEC.md 4.12; optimized/cuda/README.md section 4). softmax_attn, fox and
+ * deltaformer are in flash.cu.
  *
  * The op. H_t = I - beta_t w_t w_t^T, R_ij = H_i H_{i-1} ... H_{j+1}
  * (R_jj = I), l_ij = scale (q_i^T R_ij k_j + G_i - G_j) for j <= i (the log
@@ -14,7 +14,7 @@
  * (64, or 32/16 when the head sizes need less shared memory); the same blocks
  * are query blocks, key blocks and blocks of transitions.
  *
- *   1. path_gate_kernel (PaTH-FoX only): per (sequence, value head), G_t, the
+ *   1. lacs_gate_scan_kernel (attention_common.cuh; PaTH-FoX only): per (sequence, value head), G_t, the
  *      fp32 prefix sum of g since the sequence's start or the last hard reset
  *      (g_t = -inf), and that reset's token first_visible[t] (key j is
  *      visible from query i iff first_visible[i] <= j <= i, so that
@@ -87,7 +87,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "cuda_common.cuh"
+#include "attention_common.cuh"
 
 /* Threads per CTA, every kernel: 8 warps, enough WMMA tiles in flight for a
  * 64 x 64 block and 8 query rows per warp in the softmax step. */
@@ -261,93 +261,13 @@ __device__ void path_copy_tile(Op *dst, const Op *src, size_t count)
     const uint4 *from = reinterpret_cast<const uint4 *>(src);
     uint4 *to = reinterpret_cast<uint4 *>(dst);
     const int n = (int)(count * sizeof(Op) / 16);
+    LACS_ALIGNED16(from);
+    LACS_ALIGNED16(to);
     for (int e = (int)threadIdx.x; e < n; e += (int)blockDim.x)
         to[e] = __ldg(&from[e]);
 }
 
-__device__ __forceinline__ float path_warp_max(float x)
-{
-    for (int mask = 16; mask > 0; mask >>= 1)
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, mask));
-    return x;
-}
-
-__device__ __forceinline__ float path_warp_sum(float x)
-{
-    for (int mask = 16; mask > 0; mask >>= 1)
-        x += __shfl_xor_sync(0xffffffffu, x, mask);
-    return x;
-}
-
-/* ---- 1. the gates (PaTH-FoX) ---- */
-
-/* One CTA per (sequence, value head), chunks of blockDim tokens: the
- * inclusive scan of the pairs (sum, reset) under "a then b" = b if b starts
- * a segment (b.reset >= 0), else (a.sum + b.sum, a.reset). A token starts a
- * segment at the sequence's start or where g_t = -inf (SPEC 4.10's hard
- * reset: every earlier key weighted 0), with sum 0: g_reset never enters a
- * difference (tau >= j + 1). The sums are fp32 in the scan's order, as
- * SPEC 11.1 permits (over the whole sequence for the attention forms). */
-__global__ void __launch_bounds__(PATH_THREADS) path_gate_kernel(path_args a)
-{
-    unsigned char *smem = lacs_shared_memory();
-    float *sums = reinterpret_cast<float *>(smem);
-    int64_t *resets = reinterpret_cast<int64_t *>(smem + path_round(blockDim.x * sizeof(float)));
-    const int64_t n = blockIdx.x;
-    const int hv = (int)blockIdx.y, tid = (int)threadIdx.x, threads = (int)blockDim.x;
-    const int64_t start = a.cu_seqlens ? a.cu_seqlens[n] : n * a.T;
-    const int64_t end = a.cu_seqlens ? a.cu_seqlens[n + 1] : start + a.T;
-    float carry_sum = 0.0f; /* the scan of the chunks before, as every thread sees it */
-    int64_t carry_reset = start;
-    for (int64_t chunk = start; chunk < end; chunk += threads) {
-        const int64_t t = chunk + tid;
-        float sum = 0.0f;
-        int64_t reset = -1;
-        if (t < end) {
-            const float gate = lacs_view_at(a.g, t * a.HV + hv);
-            if (t == start || gate == -INFINITY)
-                reset = t;
-            else
-                sum = gate;
-        }
-        sums[tid] = sum;
-        resets[tid] = reset;
-        __syncthreads();
-        for (int offset = 1; offset < threads; offset *= 2) {
-            float earlier_sum = 0.0f;
-            int64_t earlier_reset = 0;
-            if (tid >= offset) {
-                earlier_sum = sums[tid - offset];
-                earlier_reset = resets[tid - offset];
-            }
-            __syncthreads();
-            if (tid >= offset && reset < 0) {
-                sum = earlier_sum + sum;
-                reset = earlier_reset;
-            }
-            sums[tid] = sum;
-            resets[tid] = reset;
-            __syncthreads();
-        }
-        if (reset < 0) {
-            sum = carry_sum + sum;
-            reset = carry_reset;
-        }
-        if (t < end) {
-            a.gate_sum[(int64_t)hv * a.tokens + t] = sum;
-            a.first_visible[(int64_t)hv * a.tokens + t] = reset;
-        }
-        const float last_sum = sums[threads - 1];
-        const int64_t last_reset = resets[threads - 1];
-        if (last_reset >= 0) {
-            carry_sum = last_sum;
-            carry_reset = last_reset;
-        } else {
-            carry_sum = carry_sum + last_sum;
-        }
-        __syncthreads(); /* every thread has read the last pair before the next chunk overwrites it */
-    }
-}
+/* ---- 1. the gates (PaTH-FoX): lacs_gate_scan_kernel, attention_common.cuh ---- */
 
 /* ---- 2. the transitions of a block (UT transform) ---- */
 
@@ -471,7 +391,7 @@ __device__ void path_softmax_step(const path_args &a, float *s, Op *p_op, float 
             s_row[col] = logit;
             block_max = fmaxf(block_max, logit);
         }
-        block_max = path_warp_max(block_max);
+        block_max = lacs_warp_max(block_max);
         const float old_max = row_max[row], new_max = fmaxf(old_max, block_max);
         Op *p_row = p_op + (size_t)row * bt;
         if (new_max == -INFINITY) { /* nothing visible yet: no weights */
@@ -485,7 +405,7 @@ __device__ void path_softmax_step(const path_args &a, float *s, Op *p_op, float 
             lacs_store_operand(&p_row[col], logit == -INFINITY ? 0.0f : expf(logit - new_max));
             sum += lacs_operand_value(p_row[col]);
         }
-        sum = path_warp_sum(sum);
+        sum = lacs_warp_sum(sum);
         /* e^{m - m'}: 0 on the first visible block (e^{-inf}), 1 while the maximum stays */
         const float rescale = new_max == old_max ? 1.0f : expf(old_max - new_max);
         if (rescale != 1.0f) {
@@ -660,7 +580,7 @@ static int check_beta(const lacs_cuda_call *c, const lacs_cuda_tensor *beta)
     return LACS_OK;
 }
 
-/* The device memory of one call, freed on every path. */
+/* The device memory of one call, carved from the workspace. */
 struct path_memory {
     path_block *blocks;
     void *workspace;
@@ -668,31 +588,25 @@ struct path_memory {
     int64_t *first_visible;
 };
 
-static void free_path_memory(path_memory *m)
-{
-    cudaFree(m->blocks);
-    cudaFree(m->workspace);
-    cudaFree(m->gate_sum);
-    cudaFree(m->first_visible);
-}
-
 template <typename Op>
 static int run_path(const lacs_cuda_call *c, path_args a, const std::vector<path_block> &blocks, int64_t n_seqs)
 {
     const char *op = c->op;
-    path_memory m = {nullptr, nullptr, nullptr, nullptr};
     const path_workspace_layout wl = path_workspace_of(a.bt, a.Kp);
     const size_t workspace_bytes = (size_t)a.HV * blocks.size() * wl.per_block * sizeof(Op);
     int rc = LACS_OK;
     cudaError_t e;
-    if (cudaMalloc((void **)&m.blocks, blocks.size() * sizeof(path_block)) != cudaSuccess ||
-        cudaMalloc(&m.workspace, workspace_bytes) != cudaSuccess ||
-        (a.g.data && (cudaMalloc((void **)&m.gate_sum, (size_t)a.HV * a.tokens * sizeof(float)) != cudaSuccess ||
-                      cudaMalloc((void **)&m.first_visible, (size_t)a.HV * a.tokens * sizeof(int64_t)) != cudaSuccess)))
-        rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the blocks' transitions (%zu bytes)",
-                             workspace_bytes);
-    else if (cudaMemcpy(m.blocks, blocks.data(), blocks.size() * sizeof(path_block), cudaMemcpyHostToDevice) !=
-             cudaSuccess)
+    const size_t bytes_of[4] = {blocks.size() * sizeof(path_block), workspace_bytes,
+                                a.g.data ? (size_t)a.HV * a.tokens * sizeof(float) : 0,
+                                a.g.data ? (size_t)a.HV * a.tokens * sizeof(int64_t) : 0};
+    void *parts[4];
+    size_t total = 0;
+    if (!lacs_workspace_carve(bytes_of, parts, 4, &total))
+        return lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the blocks' transitions (%zu bytes)",
+                               total);
+    path_memory m = {(path_block *)parts[0], parts[1], (float *)parts[2], (int64_t *)parts[3]};
+    if (cudaMemcpy(m.blocks, blocks.data(), blocks.size() * sizeof(path_block), cudaMemcpyHostToDevice) !=
+        cudaSuccess)
         rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "copying the block table to the device failed");
     a.blocks = m.blocks;
     a.n_blocks = (int64_t)blocks.size();
@@ -702,7 +616,7 @@ static int run_path(const lacs_cuda_call *c, path_args a, const std::vector<path
     const dim3 block_threads(PATH_THREADS);
     if (rc == LACS_OK && a.g.data) {
         const size_t bytes = path_round(PATH_THREADS * sizeof(float)) + PATH_THREADS * sizeof(int64_t);
-        if ((e = lacs_launch(path_gate_kernel, dim3((unsigned)n_seqs, (unsigned)a.HV), block_threads, bytes, a)) !=
+        if ((e = lacs_launch(lacs_gate_scan_kernel<path_args>, dim3((unsigned)n_seqs, (unsigned)a.HV), block_threads, bytes, a)) !=
             cudaSuccess)
             rc = lacs_cuda_launch_failed(op, "path_gate_kernel", e);
     }
@@ -718,10 +632,9 @@ static int run_path(const lacs_cuda_call *c, path_args a, const std::vector<path
                              bytes, a)) != cudaSuccess)
             rc = lacs_cuda_launch_failed(op, "path_attend_kernel", e);
     }
-    /* the kernels finish before their memory is freed */
-    if ((e = cudaDeviceSynchronize()) != cudaSuccess && rc == LACS_OK)
+    lacs_cuda_workspace_release(); /* waits for the kernels */
+    if ((e = cudaGetLastError()) != cudaSuccess && rc == LACS_OK)
         rc = lacs_cuda_error(LACS_ERR_INPUT, op, "path_attn's kernels failed: %s", cudaGetErrorString(e));
-    free_path_memory(&m);
     return rc;
 }
 
@@ -810,5 +723,5 @@ int lacs_cuda_attention(const lacs_cuda_call *c)
 {
     if (strcmp(c->op, "path_attn") == 0)
         return path_attn(c);
-    return lacs_cuda_unsupported(c->op, "builtin:cuda implements path_attn only of the attention forms");
+    return lacs_cuda_flash(c); /* flash.cu: softmax_attn, fox, deltaformer */
 }

@@ -64,9 +64,11 @@ int lacs_cuda_unsupported(const char *op, const char *fmt, ...)
     ;
 
 /* The families. */
-int lacs_cuda_recurrent(const lacs_cuda_call *c); /* recurrent.cu: delta_rule, gated_delta_rule (g), efla */
-int lacs_cuda_norm(const lacs_cuda_call *c);      /* norms.cu: rmsnorm, dyt, dyisru and their VJPs */
-int lacs_cuda_attention(const lacs_cuda_call *c); /* attention.cu: path_attn */
+int lacs_cuda_recurrent(const lacs_cuda_call *c); /* recurrent.cu: the recurrent family */
+int lacs_cuda_norm(const lacs_cuda_call *c);      /* norms.cu: the norms and their VJPs */
+int lacs_cuda_mesa(const lacs_cuda_call *c);      /* mesa.cu: mesa_net */
+int lacs_cuda_attention(const lacs_cuda_call *c); /* attention.cu: path_attn; the others to flash.cu */
+int lacs_cuda_flash(const lacs_cuda_call *c);     /* flash.cu: softmax_attn, fox, deltaformer */
 
 /* device.cu: the runtime calls dispatch.c makes, each returning 0 or
  * writing the CUDA error's text into why[why_size] and returning -1. */
@@ -77,6 +79,12 @@ int lacs_cuda_to_device(void *device, const void *host, size_t bytes, char *why,
 int lacs_cuda_to_host(void *host, const void *device, size_t bytes, char *why, size_t why_size);
 int lacs_cuda_zero(void *device, size_t bytes, char *why, size_t why_size);
 int lacs_cuda_synchronize(char *why, size_t why_size);
+/* The families' device workspace (device.cu): at least `bytes` of device
+ * memory, kept between calls, held by the caller until it releases it (which
+ * waits for the device); NULL (nothing held) when the device is out of
+ * memory. */
+void *lacs_cuda_workspace_acquire(size_t bytes);
+void lacs_cuda_workspace_release(void);
 /* One line on the device (name, compute capability, SMs), or why there is none; 1 when there is one. */
 int lacs_cuda_describe_device(char *text, size_t text_size);
 

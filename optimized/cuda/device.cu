@@ -2,6 +2,9 @@
  * so that dispatch.c is plain C with no CUDA header. Under emulation the
  * same calls reach emulation.h's host memory. */
 #include <stdio.h>
+#include <string.h>
+
+#include <mutex>
 
 #include "cuda_common.cuh"
 
@@ -90,4 +93,40 @@ int lacs_cuda_describe_device(char *text, size_t text_size)
              p.major >= 8 ? "" : ": builtin:cuda needs sm_80 or later");
     return p.major >= 8;
 #endif
+}
+
+/* The families' device workspace, kept between calls and grown when a call
+ * needs more (cuda.h): a cudaMalloc and cudaFree per call cost milliseconds
+ * at the benchmark's sizes and synchronise the device. One per process,
+ * taken by one call at a time. */
+static std::mutex workspace_lock;
+static void *workspace_memory = nullptr;
+static size_t workspace_bytes = 0;
+
+void *lacs_cuda_workspace_acquire(size_t bytes)
+{
+    workspace_lock.lock();
+    if (bytes > workspace_bytes) {
+        if (workspace_memory)
+            cudaFree(workspace_memory);
+        workspace_memory = nullptr;
+        workspace_bytes = 0;
+        if (cudaMalloc(&workspace_memory, bytes) != cudaSuccess) {
+            workspace_memory = nullptr;
+            workspace_lock.unlock();
+            return nullptr;
+        }
+        workspace_bytes = bytes;
+    }
+#ifdef LACS_CUDA_EMULATION
+    if (workspace_memory) /* every call starts from NaN bytes, as a fresh cudaMalloc does here */
+        memset(workspace_memory, 0xFF, bytes);
+#endif
+    return workspace_memory ? workspace_memory : (bytes == 0 ? &workspace_bytes : nullptr);
+}
+
+void lacs_cuda_workspace_release(void)
+{
+    cudaDeviceSynchronize(); /* the kernels that use it are done before another call takes it */
+    workspace_lock.unlock();
 }

@@ -22,12 +22,19 @@
 #include "cuda.h"
 #include "lacs/types.h"
 
-/* Where builtin:cuda has been run against every golden vector on a GPU
- * (optimized/cuda/README.md section 6), and for which ops: an op added since is not covered by it.
- * The run and its figures: README.md, "builtin:cuda". */
-static const char *const validated_on_device =
-    "NVIDIA H100 80GB HBM3 (driver 580.159.04, CUDA 13.0) on 2026-11-25, memcheck and racecheck clean, for "
-    "delta_rule, gated_delta_rule (g), efla, path_attn, rmsnorm, dyt, dyisru and their VJPs";
+/* The last validation on a GPU (tests/device/validate_on_device.sh,
+ * optimized/cuda/README.md section 6): the device and the date, and the ops
+ * whose kernels are the same code as in that run. Every other op is
+ * validated under emulation only (section 5) until the script runs again on
+ * a device and this table is brought up to date with it. The run of
+ * 2026-11-25 (commit 6ad4e25) covered delta_rule, gated_delta_rule (g),
+ * efla, path_attn, rmsnorm, dyt, dyisru and their VJPs; since then the
+ * recurrent kernels and the fp32 block products were rewritten, path_attn's
+ * workspace and gates moved, and the bf16 tier's dyt and dyisru take the
+ * hardware's approximations, so only these four remain as they ran. */
+static const char *const validated_device_run =
+    "NVIDIA H100 80GB HBM3 (driver 580.159.04, CUDA 13.0) on 2026-11-25, memcheck and racecheck clean";
+static const char *const validated_on_device[] = {"rmsnorm", "rmsnorm_vjp", "dyt_vjp", "dyisru_vjp"};
 
 /* ---- shared helpers (cuda.h) ---- */
 
@@ -109,15 +116,24 @@ static size_t dtype_size(lacs_dtype dtype)
     return 0;
 }
 
-/* The ops builtin:cuda implements (the list: README.md). */
-static int implemented(const char *op)
+/* The ops builtin:cuda implements: every op of the vectors (README.md). */
+static const char *const implemented_ops[] = {"linear_attn", "linear_attn_postnorm", "retention", "simple_gla", "gla",
+                                      "delta_rule", "gated_delta_rule", "comba", "efla", "rmsnorm", "rmsnorm_vjp",
+                                      "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn",
+                                      "softmax_attn", "fox", "deltaformer", "mesa_net", "softcap",
+                                      "softcap_vjp", "l2norm", "l2norm_vjp"};
+
+static int in_list(const char *op, const char *const *list, size_t n)
 {
-    static const char *const ops[] = {"delta_rule", "gated_delta_rule", "efla", "rmsnorm", "rmsnorm_vjp", "dyt",
-                                      "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn"};
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (strcmp(op, ops[i]) == 0)
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(op, list[i]) == 0)
             return 1;
     return 0;
+}
+
+static int implemented(const char *op)
+{
+    return in_list(op, implemented_ops, sizeof implemented_ops / sizeof implemented_ops[0]);
 }
 
 static void free_tensors(lacs_cuda_tensor *t, int n)
@@ -151,9 +167,8 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
                                          &info, &bf16)) != LACS_OK)
         return rc;
     if (!implemented(op))
-        return lacs_cuda_unsupported(op, "builtin:cuda implements delta_rule, gated_delta_rule, efla, path_attn, "
-                                         "rmsnorm, dyt, dyisru and the norms' VJPs");
-    if (info->family == LACS_FAMILY_RECURRENT || info->family == LACS_FAMILY_ATTENTION)
+        return lacs_cuda_unsupported(op, "builtin:cuda implements the forward ops of the vectors and the norms' VJPs");
+    if (info->family != LACS_FAMILY_NORM)
         if ((rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params)) != LACS_OK)
             return rc;
     if (n_inputs > 16 || n_outputs > LACS_OPS_MAX_OUTPUTS)
@@ -201,7 +216,7 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
             rc = lacs_cuda_attention(&c);
             break;
         case LACS_FAMILY_MESA:
-            rc = lacs_cuda_unsupported(op, "mesa_net");
+            rc = lacs_cuda_mesa(&c);
             break;
         case LACS_FAMILY_VJP:
             rc = lacs_cuda_unsupported(op, "the gradients of the ops on sequences (SPEC.md 4.19)");
@@ -229,15 +244,37 @@ int lacs_plugin_run(const char *op, const lacs_tensor *inputs, int n_inputs, con
 
 const char *lacs_cuda_last_error(void) { return lacs_last_error(); }
 
-/* One line for `lacs list`: the device (or why there is none) and whether
- * builtin:cuda was validated on one. Returns 1 when a device can run it. */
+/* Plugin ABI v1.1's declaration (SPEC.md 11.7): the ops of implemented_ops, both tiers, no flag left out.
+ * The checker reads it for builtin:cuda too; the gradients of the ops on sequences are not claimed. */
+const lacs_plugin_description *lacs_plugin_describe(void)
+{
+    static char ops[1024];
+    static lacs_plugin_description description = {LACS_PLUGIN_ABI_MAJOR, LACS_PLUGIN_ABI_MINOR, "builtin:cuda",
+                                                  ops, NULL, NULL};
+    if (!ops[0])
+        for (size_t i = 0, used = 0; i < sizeof implemented_ops / sizeof implemented_ops[0]; i++)
+            used += (size_t)snprintf(ops + used, sizeof ops - used, "%s%s", i ? " " : "", implemented_ops[i]);
+    return &description;
+}
+
+/* Plugin ABI v1.1: the reason for the last LACS_UNSUPPORTED or error of this thread. */
+const char *lacs_plugin_last_error(void) { return lacs_last_error(); }
+
+/* One line for `lacs list`: the device (or why there is none), the ops
+ * validated on a device and those validated under emulation only. Returns 1
+ * when a device can run it. */
 int lacs_cuda_status(char *text, size_t text_size)
 {
-    char device[384];
+    char device[384], on_device[512] = "", emulated[1024] = "";
     const int ready = lacs_cuda_describe_device(device, sizeof device);
-    if (validated_on_device)
-        snprintf(text, text_size, "%s; validated on %s", device, validated_on_device);
-    else
-        snprintf(text, text_size, "%s; not validated on a device", device);
+    const size_t n_device = sizeof validated_on_device / sizeof validated_on_device[0];
+    for (size_t i = 0; i < sizeof implemented_ops / sizeof implemented_ops[0]; i++) {
+        const int validated = in_list(implemented_ops[i], validated_on_device, n_device);
+        char *list = validated ? on_device : emulated;
+        const size_t size = validated ? sizeof on_device : sizeof emulated, used = strlen(list);
+        snprintf(list + used, size - used, "%s%s", used ? ", " : "", implemented_ops[i]);
+    }
+    snprintf(text, text_size, "%s; validated on %s, for %s; validated under emulation only: %s", device,
+             validated_device_run, on_device[0] ? on_device : "no op", emulated[0] ? emulated : "no op");
     return ready;
 }

@@ -100,6 +100,7 @@ __device__ __forceinline__ void unpack_bf16_pair(unsigned word, float *v)
 template <int W> __device__ __forceinline__ void load_chunk(const float *p, float *v)
 {
     if constexpr (W == 4) {
+        LACS_ALIGNED16(p);
         const float4 q = __ldg((const float4 *)p);
         v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
     } else {
@@ -111,6 +112,7 @@ template <int W> __device__ __forceinline__ void load_chunk(const float *p, floa
 template <int W> __device__ __forceinline__ void load_chunk(const unsigned short *p, float *v)
 {
     if constexpr (W == 8) {
+        LACS_ALIGNED16(p);
         const uint4 q = __ldg((const uint4 *)p);
         unpack_bf16_pair(q.x, v), unpack_bf16_pair(q.y, v + 2), unpack_bf16_pair(q.z, v + 4),
             unpack_bf16_pair(q.w, v + 6);
@@ -124,8 +126,10 @@ template <int W> __device__ __forceinline__ void load_chunk(const unsigned short
 template <int W> __device__ __forceinline__ void store_chunk(float *p, const float *v)
 {
     if constexpr (W % 4 == 0) {
-        for (int k = 0; k < W; k += 4)
+        for (int k = 0; k < W; k += 4) {
+            LACS_ALIGNED16(p + k);
             *(float4 *)(p + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+        }
     } else {
         p[0] = v[0];
     }
@@ -245,6 +249,51 @@ __device__ __forceinline__ float dyisru_value(float x, float C, float w, float b
     return fmaf(w, f, b);
 }
 
+/* The bf16 tier's forward DyT and DyISRU take the hardware's approximations
+ * (optimized/cuda/README.md section 3): tanh.approx.f32 (MUFU.TANH, sm_75 and
+ * later; PTX ISA: relative error at most 2^-10.987) and rsqrtf (2 ulp, CUDA
+ * Math API). The tier stores its outputs in bf16 (SPEC.md 11.1), a relative
+ * error of up to 2^-9; these add at most a quarter of that, and they make
+ * the kernels bound by memory again (the exact tanhf and x / sqrtf cost
+ * dozens of instructions an element, more than 6 bytes of traffic cover).
+ * The emulation cannot reproduce the instructions' bits: it takes tanhf and
+ * 1 / sqrtf moved by the documented bound towards zero, so that the vectors
+ * are passed at the worst case. */
+__device__ __forceinline__ float tanh_approx(float u)
+{
+#ifdef LACS_CUDA_EMULATION
+    return tanhf(u) * (1.0f - 0x1p-11f);
+#else
+    float y;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(u));
+    return y;
+#endif
+}
+
+__device__ __forceinline__ float rsqrt_approx(float s)
+{
+#ifdef LACS_CUDA_EMULATION
+    return 1.0f / sqrtf(s) * (1.0f - 0x1p-22f);
+#else
+    return rsqrtf(s);
+#endif
+}
+
+__device__ __forceinline__ float dyt_value_bf16_tier(float x, float alpha, float w, float b)
+{
+    const float u = alpha * x;
+    if (fabsf(u) < 0x1p-12f)
+        return fmaf(w * alpha, x, b);
+    return fmaf(w, tanh_approx(u), b);
+}
+
+__device__ __forceinline__ float dyisru_value_bf16_tier(float x, float C, float w, float b)
+{
+    const float s = fmaf(x, x, C);
+    const float f = isru_fp32_ok(s) ? x * rsqrt_approx(s) : (float)isru_double(x, C).f;
+    return fmaf(w, f, b);
+}
+
 /* One element's VJP terms: dx (rounded once), and in double the parameter
  * term (dalpha or dC), the dweight term dy f(x) (dbias's is dy). */
 struct vjp_terms {
@@ -258,7 +307,12 @@ struct vjp_terms {
 __device__ __forceinline__ vjp_terms dyt_vjp_terms(float x, float g, float w, float alpha)
 {
     const float u = alpha * x;
-    const double s2 = sech2_of(u), gw = (double)g * (double)w;
+    double s2 = sech2_of(u);
+    if (LACS_MUTANT(LACS_MUTANT_SECH2_FROM_TANH)) {
+        const float t = tanhf(u);
+        s2 = 1.0f - t * t;
+    }
+    const double gw = (double)g * (double)w;
     vjp_terms t;
     t.dx = (float)(gw * ((double)alpha * s2));
     t.dparam = gw * (s2 == 0 ? 0.0 : (double)x * s2);
@@ -296,15 +350,68 @@ __device__ __forceinline__ vjp_terms dyisru_vjp_terms(float x, float g, float w,
     return r;
 }
 
+/* N6: cap tanh(x / cap), in double (x / cap and tanh rounded there, one
+ * final rounding); below |u| = 2^-26, x (1 - u^2 / 3), which keeps a
+ * subnormal x's own digits (x / cap rounds again): builtin:cpu's scalar
+ * kernel (optimized/cpu/norms_scalar.c). */
+__device__ __forceinline__ float softcap_value(float x, double cap)
+{
+    const double u = (double)x / cap;
+    return (float)(fabs(u) < 0x1p-26 ? (double)x * (1 - u * u / 3) : cap * tanh(u));
+}
+
+/* sech^2(u) = 4e / (1 + e)^2, e = exp(-2|u|), in double (SPEC.md 4.18; 0 where e underflows,
+ * NaN for NaN); the mutant takes 1 - tanh^2, which loses every digit where tanh rounds to 1. */
+__device__ __forceinline__ double sech2_double(double u)
+{
+    if (LACS_MUTANT(LACS_MUTANT_SECH2_FROM_TANH)) {
+        const double t = tanh(u);
+        return 1 - t * t;
+    }
+    const double e = exp(-2 * fabs(u));
+    return 4 * e / ((1 + e) * (1 + e));
+}
+
+/* softcap's dcap term h(u) = tanh(u) - u sech^2(u) (SPEC.md 4.18): below |u| = 1, where the
+ * difference cancels, (sinh(2u) - 2u) / (2 cosh^2 u) with sinh(v) - v from its series (terms of one
+ * sign); above, the direct form, u sech^2(u) taken as 0 where sech^2 is 0 (its limit). */
+__device__ __forceinline__ double softcap_dcap_term(double u)
+{
+    if (fabs(u) < 1) {
+        const double v = 2 * u, v2 = v * v;
+        double term = v * v2 / 6, sum = term;
+        for (int k = 2; k < 16; k++) {
+            term *= v2 / ((2.0 * k) * (2.0 * k + 1));
+            sum += term;
+        }
+        const double ch = cosh(u);
+        return sum / (2 * ch * ch);
+    }
+    const double s2 = sech2_double(u);
+    return tanh(u) - (s2 == 0 ? 0 : u * s2);
+}
+
+/* N6's VJP: dx = dy sech^2(x / cap), dcap term dy h(x / cap), in double. */
+__device__ __forceinline__ vjp_terms softcap_vjp_terms(float x, float g, double cap)
+{
+    const double u = (double)x / cap;
+    vjp_terms t;
+    t.dx = (float)((double)g * sech2_double(u));
+    t.dparam = (double)g * softcap_dcap_term(u);
+    t.dweight = 0;
+    return t;
+}
+
 /* ---- the element-wise kernels ---- */
 
-enum { OP_DYT = 0, OP_DYISRU = 1 };
+enum { OP_DYT = 0, OP_DYISRU = 1, OP_SOFTCAP = 2 };
 
 struct elementwise_args {
     const void *x, *dy;            /* [rows, dim], fp32 or bf16 (T) */
     lacs_view weight, bias;        /* [dim] or absent (1 and -0: SPEC.md 4.14, "Common") */
     int64_t rows, dim;
     float param;                   /* alpha (DyT) or C (DyISRU) */
+    double cap;                    /* softcap's cap */
     float *out;                    /* y or dx, [rows, dim]; NULL: not asked */
     double *sums_weight;           /* VJP: [partials][dim] or NULL (dweight not asked) */
     double *sums_bias;             /* VJP: [partials][dim] or NULL */
@@ -362,8 +469,14 @@ __global__ void __launch_bounds__(NORM_THREADS) elementwise_forward(elementwise_
             if (r + u * p.row_step >= a.rows)
                 break;
             for (int k = 0; k < W; k++)
-                v[u][k] = OP == OP_DYT ? dyt_value(v[u][k], a.param, w[k], b[k])
-                                       : dyisru_value(v[u][k], a.param, w[k], b[k]);
+                if (OP == OP_DYT)
+                    v[u][k] = sizeof(T) == 2 ? dyt_value_bf16_tier(v[u][k], a.param, w[k], b[k])
+                                             : dyt_value(v[u][k], a.param, w[k], b[k]);
+                else if (OP == OP_DYISRU)
+                    v[u][k] = sizeof(T) == 2 ? dyisru_value_bf16_tier(v[u][k], a.param, w[k], b[k])
+                                             : dyisru_value(v[u][k], a.param, w[k], b[k]);
+                else
+                    v[u][k] = softcap_value(v[u][k], a.cap);
             store_chunk<W>(a.out + (r + u * p.row_step) * a.dim + p.chunk * W, v[u]);
         }
     }
@@ -412,8 +525,9 @@ __global__ void __launch_bounds__(NORM_THREADS) elementwise_vjp(elementwise_args
                     break;
                 float dx[W];
                 for (int k = 0; k < W; k++) {
-                    const vjp_terms t = OP == OP_DYT ? dyt_vjp_terms(xv[u][k], gv[u][k], w[k], a.param)
-                                                     : dyisru_vjp_terms(xv[u][k], gv[u][k], w[k], a.param);
+                    const vjp_terms t = OP == OP_DYT      ? dyt_vjp_terms(xv[u][k], gv[u][k], w[k], a.param)
+                                        : OP == OP_DYISRU ? dyisru_vjp_terms(xv[u][k], gv[u][k], w[k], a.param)
+                                                          : softcap_vjp_terms(xv[u][k], gv[u][k], a.cap);
                     dx[k] = t.dx;
                     sum_param += t.dparam;
                     sum_weight[k] += t.dweight;
@@ -447,6 +561,8 @@ struct row_args {
     double eps;
     float *out;             /* y or dx; NULL: not asked */
     double *sums_weight;    /* VJP: [groups in the grid][dim] or NULL (dweight not asked) */
+    int l2;                 /* l2norm (SPEC.md 3) instead of rmsnorm */
+    int max_eps;            /* l2norm's convention: 1 for max(||x||, eps), 0 for sqrt(sum x^2 + eps) */
     int group_threads;      /* 32 (a warp per row) or NORM_THREADS (the block per row) */
     int shared_sums;        /* the group's dweight sums live in shared memory (else in sums_weight) */
 };
@@ -483,6 +599,56 @@ __device__ __forceinline__ void group_sums(const row_args &a, double *slots, dou
         ta += slots[2 * k], tb += slots[2 * k + 1];
     __syncthreads();
     *sa = ta, *sb = tb;
+}
+
+/* SPEC.md 3, a row of l2norm (VJP false) or its VJP, from the row's sums:
+ * y = x / denom, denom = sqrt(sum x^2 + eps) or max(||x||, eps); dx =
+ * (dy - x along) / denom, along = (x . dy) / n2 (0 below eps in the max
+ * convention, where y = x / eps is linear); a NaN in the sums makes the row
+ * NaN; denom = 0 (a zero row with eps = 0) gives 0. builtin:cpu's forms
+ * (optimized/cpu/norms.c), in double, one rounding per element. */
+template <typename T, int W, bool VJP>
+__device__ void l2_row(const row_args &a, const T *x, const T *dy, double sum_sq, double x_dot_dy, float *out,
+                       int lane)
+{
+    double denom = 0, along = 0;
+    if (!VJP) {
+        denom = a.max_eps ? fmax(sqrt(sum_sq), a.eps) : sqrt(sum_sq + a.eps);
+        if (isnan(sum_sq))
+            denom = sum_sq;
+    } else if (!a.max_eps) {
+        const double n2 = sum_sq + a.eps;
+        if (n2 > 0)
+            along = x_dot_dy / n2, denom = sqrt(n2);
+    } else {
+        const double norm = sqrt(sum_sq);
+        if (norm > 0 && norm >= a.eps)
+            along = x_dot_dy / sum_sq, denom = norm;
+        else if (a.eps > 0)
+            denom = a.eps;
+    }
+    if (VJP && (isnan(sum_sq) || isnan(x_dot_dy)))
+        denom = along = NAN;
+    if (!out)
+        return;
+    const double inv = 1 / denom;
+    for (int64_t j = lane; j < a.dim / W; j += a.group_threads) {
+        float xv[W], gv[W], ov[W];
+        load_chunk<W>(x + j * W, xv);
+        if (VJP)
+            load_chunk<W>(dy + j * W, gv);
+        for (int k = 0; k < W; k++) {
+            if (isnan(denom))
+                ov[k] = (float)denom;
+            else if (!(denom > 0))
+                ov[k] = 0.0f;
+            else if (VJP)
+                ov[k] = (float)(((double)gv[k] - (double)xv[k] * along) * inv);
+            else
+                ov[k] = (float)((double)xv[k] * inv);
+        }
+        store_chunk<W>(out + j * W, ov);
+    }
 }
 
 /* N2 (VJP false): y = w x / rms; N3 (VJP true): dx = (w dy - x along) / rms,
@@ -530,6 +696,10 @@ __global__ void __launch_bounds__(NORM_THREADS) row_kernel(row_args a)
         group_sums(a, slots, &sum_sq, &dot);
         if (!live || (!a.out && !sums))
             continue;
+        if (a.l2) { /* l2norm and its VJP, in one pass */
+            l2_row<T, W, VJP>(a, x, dy, sum_sq, dot, a.out ? a.out + row * a.dim : nullptr, lane);
+            continue;
+        }
         const double rms = sqrt(sum_sq / (double)a.dim + a.eps);
         const double inv = 1 / rms, along = dot * inv * inv / (double)a.dim;
         float *out = a.out ? a.out + row * a.dim : nullptr;
@@ -604,7 +774,18 @@ __global__ void __launch_bounds__(NORM_THREADS) reduce_scalar(const double *part
  * the blocks resident per SM below 3); beyond, to the workspace directly. */
 #define SHARED_SUMS_LIMIT_BYTES (64 * 1024)
 
-typedef enum { NORM_RMSNORM, NORM_RMSNORM_VJP, NORM_DYT, NORM_DYT_VJP, NORM_DYISRU, NORM_DYISRU_VJP } norm_op;
+typedef enum {
+    NORM_RMSNORM,
+    NORM_RMSNORM_VJP,
+    NORM_DYT,
+    NORM_DYT_VJP,
+    NORM_DYISRU,
+    NORM_DYISRU_VJP,
+    NORM_SOFTCAP,
+    NORM_SOFTCAP_VJP,
+    NORM_L2NORM,
+    NORM_L2NORM_VJP
+} norm_op;
 
 /* The value of a [1] input (alpha, C), F32 or BF16, from its host copy. */
 static float scalar_input(const lacs_cuda_tensor *t)
@@ -637,10 +818,11 @@ struct workspace {
     double *base;
 };
 
-static int run_elementwise(const lacs_cuda_call *c, norm_op op, int64_t rows, int64_t dim, float param,
+static int run_elementwise(const lacs_cuda_call *c, norm_op op, int64_t rows, int64_t dim, double param,
                            workspace *ws)
 {
-    const bool vjp = op == NORM_DYT_VJP || op == NORM_DYISRU_VJP, dyt = op == NORM_DYT || op == NORM_DYT_VJP;
+    const bool vjp = op == NORM_DYT_VJP || op == NORM_DYISRU_VJP || op == NORM_SOFTCAP_VJP;
+    const bool dyt = op == NORM_DYT || op == NORM_DYT_VJP, softcap = op == NORM_SOFTCAP || op == NORM_SOFTCAP_VJP;
     const int W = c->bf16 ? (dim % 8 == 0 ? 8 : 1) : (dim % 4 == 0 ? 4 : 1);
     const int64_t chunks = dim / W;
     elementwise_args a = {};
@@ -648,11 +830,11 @@ static int run_elementwise(const lacs_cuda_call *c, norm_op op, int64_t rows, in
     a.dy = vjp ? lacs_cuda_input(c, "dy")->device : nullptr;
     a.weight = lacs_view_of(lacs_cuda_input(c, "weight"));
     a.bias = vjp ? lacs_view_of(nullptr) : lacs_view_of(lacs_cuda_input(c, "bias"));
-    a.rows = rows, a.dim = dim, a.param = param;
+    a.rows = rows, a.dim = dim, a.param = (float)param, a.cap = param;
     lacs_cuda_tensor *main_out = lacs_cuda_output(c, vjp ? "dx" : "y");
     lacs_cuda_tensor *dweight = vjp ? lacs_cuda_output(c, "dweight") : nullptr;
     lacs_cuda_tensor *dbias = vjp ? lacs_cuda_output(c, "dbias") : nullptr;
-    lacs_cuda_tensor *dparam = vjp ? lacs_cuda_output(c, dyt ? "dalpha" : "dC") : nullptr;
+    lacs_cuda_tensor *dparam = vjp ? lacs_cuda_output(c, dyt ? "dalpha" : softcap ? "dcap" : "dC") : nullptr;
     a.out = main_out ? (float *)main_out->device : nullptr;
     a.columns_per_block = (int)min64(chunks, NORM_THREADS);
     a.rows_per_pass = NORM_THREADS / a.columns_per_block;
@@ -691,9 +873,13 @@ static int run_elementwise(const lacs_cuda_call *c, norm_op op, int64_t rows, in
              : (W == 4 ? lacs_launch(KERNEL<OP, float, 4>, grid, block, shared, a)                                    \
                        : lacs_launch(KERNEL<OP, float, 1>, grid, block, shared, a)))
     if (vjp)
-        e = dyt ? LAUNCH_ELEMENTWISE(elementwise_vjp, OP_DYT) : LAUNCH_ELEMENTWISE(elementwise_vjp, OP_DYISRU);
+        e = dyt       ? LAUNCH_ELEMENTWISE(elementwise_vjp, OP_DYT)
+            : softcap ? LAUNCH_ELEMENTWISE(elementwise_vjp, OP_SOFTCAP)
+                      : LAUNCH_ELEMENTWISE(elementwise_vjp, OP_DYISRU);
     else
-        e = dyt ? LAUNCH_ELEMENTWISE(elementwise_forward, OP_DYT) : LAUNCH_ELEMENTWISE(elementwise_forward, OP_DYISRU);
+        e = dyt       ? LAUNCH_ELEMENTWISE(elementwise_forward, OP_DYT)
+            : softcap ? LAUNCH_ELEMENTWISE(elementwise_forward, OP_SOFTCAP)
+                      : LAUNCH_ELEMENTWISE(elementwise_forward, OP_DYISRU);
 #undef LAUNCH_ELEMENTWISE
     if (e != cudaSuccess)
         return lacs_cuda_launch_failed(c->op, vjp ? "elementwise_vjp" : "elementwise_forward", e);
@@ -714,15 +900,17 @@ static int run_elementwise(const lacs_cuda_call *c, norm_op op, int64_t rows, in
 
 static int run_rows(const lacs_cuda_call *c, norm_op op, int64_t rows, int64_t dim, double eps, workspace *ws)
 {
-    const bool vjp = op == NORM_RMSNORM_VJP;
+    const bool vjp = op == NORM_RMSNORM_VJP || op == NORM_L2NORM_VJP;
     const int W = c->bf16 ? (dim % 8 == 0 ? 8 : 1) : (dim % 4 == 0 ? 4 : 1);
     row_args a = {};
+    a.l2 = op == NORM_L2NORM || op == NORM_L2NORM_VJP;
+    a.max_eps = a.l2 && lacs_cuda_param(c, "convention", 0) == 1;
     a.x = lacs_cuda_input(c, "x")->device;
     a.dy = vjp ? lacs_cuda_input(c, "dy")->device : nullptr;
     a.weight = lacs_view_of(lacs_cuda_input(c, "weight"));
     a.rows = rows, a.dim = dim, a.eps = eps;
     lacs_cuda_tensor *main_out = lacs_cuda_output(c, vjp ? "dx" : "y");
-    lacs_cuda_tensor *dweight = vjp ? lacs_cuda_output(c, "dweight") : nullptr;
+    lacs_cuda_tensor *dweight = vjp && !a.l2 ? lacs_cuda_output(c, "dweight") : nullptr;
     a.out = main_out ? (float *)main_out->device : nullptr;
     /* a warp per row up to 8 chunks per lane; wider rows take the whole block */
     a.group_threads = dim / W <= 8 * 32 ? 32 : NORM_THREADS;
@@ -769,13 +957,15 @@ int lacs_cuda_norm(const lacs_cuda_call *c)
         const char *name;
         norm_op op;
     } ops[] = {{"rmsnorm", NORM_RMSNORM}, {"rmsnorm_vjp", NORM_RMSNORM_VJP}, {"dyt", NORM_DYT},
-               {"dyt_vjp", NORM_DYT_VJP}, {"dyisru", NORM_DYISRU},           {"dyisru_vjp", NORM_DYISRU_VJP}};
+               {"dyt_vjp", NORM_DYT_VJP},   {"dyisru", NORM_DYISRU},           {"dyisru_vjp", NORM_DYISRU_VJP},
+               {"softcap", NORM_SOFTCAP},   {"softcap_vjp", NORM_SOFTCAP_VJP}, {"l2norm", NORM_L2NORM},
+               {"l2norm_vjp", NORM_L2NORM_VJP}};
     int found = -1;
     for (int i = 0; i < (int)(sizeof ops / sizeof ops[0]); i++)
         if (strcmp(c->op, ops[i].name) == 0)
             found = i;
     if (found < 0)
-        return lacs_cuda_unsupported(c->op, "the norm family of builtin:cuda is rmsnorm, dyt, dyisru and their VJPs");
+        return lacs_cuda_unsupported(c->op, "not an op of the norm family");
     const norm_op op = ops[found].op;
 
     const lacs_cuda_tensor *x = lacs_cuda_input(c, "x");
@@ -785,12 +975,22 @@ int lacs_cuda_norm(const lacs_cuda_call *c)
                                (long long)rows, (long long)dim);
 
     /* the reference's parameter domains and messages (SPEC.md 4.14-4.18, "Errors") */
-    double eps = 0;
-    float param = 0;
+    double eps = 0, param = 0;
     if (op == NORM_RMSNORM || op == NORM_RMSNORM_VJP) {
         eps = lacs_cuda_param(c, "eps", 0);
         if (!(eps >= 0) || isinf(eps))
             return lacs_cuda_error(LACS_ERR_PARAM, c->op, "eps = %g must be finite and >= 0", eps);
+    } else if (op == NORM_L2NORM || op == NORM_L2NORM_VJP) {
+        eps = lacs_cuda_param(c, "eps", 0);
+        const double convention = lacs_cuda_param(c, "convention", 0);
+        if (!(eps >= 0))
+            return lacs_cuda_error(LACS_ERR_PARAM, c->op, "eps = %g must be >= 0", eps);
+        if (convention != 0 && convention != 1)
+            return lacs_cuda_error(LACS_ERR_PARAM, c->op, "unknown convention %d", (int)convention);
+    } else if (op == NORM_SOFTCAP || op == NORM_SOFTCAP_VJP) {
+        param = lacs_cuda_param(c, "cap", 0);
+        if (!(param > 0) || isinf(param))
+            return lacs_cuda_error(LACS_ERR_PARAM, c->op, "cap = %g must satisfy 0 < cap < inf", param);
     } else if (op == NORM_DYT || op == NORM_DYT_VJP) {
         param = scalar_input(lacs_cuda_input(c, "alpha"));
         if (!isfinite(param))
@@ -804,8 +1004,8 @@ int lacs_cuda_norm(const lacs_cuda_call *c)
         return LACS_OK; /* the outputs, sums included, are already zero */
 
     workspace ws = {nullptr};
-    const int rc = op == NORM_RMSNORM || op == NORM_RMSNORM_VJP ? run_rows(c, op, rows, dim, eps, &ws)
-                                                                : run_elementwise(c, op, rows, dim, param, &ws);
+    const bool row_op = op == NORM_RMSNORM || op == NORM_RMSNORM_VJP || op == NORM_L2NORM || op == NORM_L2NORM_VJP;
+    const int rc = row_op ? run_rows(c, op, rows, dim, eps, &ws) : run_elementwise(c, op, rows, dim, param, &ws);
     if (ws.base)
         cudaFree(ws.base); /* waits for the kernels that use it */
     return rc;

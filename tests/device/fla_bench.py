@@ -1,4 +1,4 @@
-"""fla's Triton chunk_gated_delta_rule on the shapes of make bench-cuda (optimized/cuda/README.md section 7), for comparison.
+"""fla's Triton chunk_gated_delta_rule (and chunk_kda, where present) on the shapes of make bench-cuda (optimized/cuda/README.md section 7), for comparison.
 
 Run on a GPU machine where fla (PyPI: flash-linear-attention / fla-core) and torch are installed:
     python3 tests/device/fla_bench.py
@@ -25,6 +25,37 @@ def flops(T, H, K, V, C=64):
         n = min(C, T - start)
         total += 6 * n * K * V + 6 * n * n * K + 4 * n * n * V + n ** 3 / 3
     return total * H
+
+
+def run_kda(B, T, H, K, V, dtype=torch.bfloat16):
+    """fla's chunk_kda (the per-channel gate gk), where the installed fla has it."""
+    try:
+        from fla.ops.kda import chunk_kda
+    except Exception as e:  # noqa: BLE001
+        print(f"fla chunk_kda: not in this fla ({e})")
+        return
+    torch.manual_seed(0)
+    dev = "cuda"
+    q = torch.randn(B, T, H, K, device=dev, dtype=dtype)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dtype)
+    v = torch.randn(B, T, H, V, device=dev, dtype=dtype)
+    beta = (0.1 + 0.8 * torch.rand(B, T, H, device=dev)).to(dtype)
+    g = (-0.1 * torch.rand(B, T, H, K, device=dev)).float()
+    h0 = torch.zeros(B, H, K, V, device=dev, dtype=torch.float32)
+
+    def fwd():
+        return chunk_kda(q, k, v, g, beta, scale=K ** -0.5, initial_state=h0, output_final_state=True)
+
+    try:
+        with torch.no_grad():
+            fwd()
+            torch.cuda.synchronize()
+            ms = triton.testing.do_bench(fwd, warmup=100, rep=500, return_mode="median")
+    except Exception as e:  # noqa: BLE001
+        print(f"fla chunk_kda: failed to run ({e})")
+        return
+    tf = flops(T, H, K, V) * B / (ms * 1e-3) / 1e12
+    print(f"fla chunk_kda {str(dtype).split('.')[-1]} B={B} T={T} H={H} K={K} V={V}  {ms:9.3f} ms  {tf:7.1f} TFLOP/s")
 
 
 def run(B, T, H, K, V, dtype=torch.bfloat16):
@@ -55,3 +86,4 @@ if __name__ == "__main__":
     run(1, 16384, 16, 128, 128)
     run(1, 8192, 8, 128, 128)
     run(1, 4096, 16, 128, 128)
+    run_kda(1, 16384, 16, 128, 128)

@@ -426,7 +426,8 @@ class CompareAndRun(CliTestCase):
     def test_builtin_cuda_emulated(self):
         # builtin:cuda's kernels under emulation (LACS_CUDA_LIBRARY): lacs run and compare pass a chunked case and
         # a decoding case of each tier, the fp32 output made wrong by 2^-10 (far beyond the tier's bound of a few ulp)
-        # fails, and the per-channel gate is a SKIP (make test-cuda rejects a wrong kernel in both tiers: the mutant)
+        # fails, the per-channel gate passes, and a head too large for its kernels (K = 272) is a SKIP naming the
+        # limit (make test-cuda rejects a wrong kernel in both tiers: the mutants)
         env = dict(os.environ, LACS_CUDA_LIBRARY=os.path.join(build_dir(), "liblacs_cuda_emulated.so"))
         listed = self.lacs("list", "--op", "rmsnorm", env=env)
         self.assertIn("emulated on the CPU", next(line for line in listed.lines if line.startswith("  builtin:cuda")))
@@ -447,19 +448,22 @@ class CompareAndRun(CliTestCase):
         run = self.lacs("check", "--impl", "builtin:cuda", "--op", "gated_delta_rule", "--tier", "fp32",
                         "--json", self.path("cuda.json"), env=env)
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
-        self.assertEqual(run.results["gated_delta_rule-fp32-gk"][0], "SKIP")
+        self.assertEqual(run.results["gated_delta_rule-fp32-gk"][0], "PASS")
         self.assertEqual(run.results["gated_delta_rule-fp32-t129"][0], "PASS")
-        with open(self.path("cuda.json")) as f:
-            gk = next(c for c in json.load(f)["cases"] if c["id"] == "gated_delta_rule-fp32-gk")
-        # builtin:cuda declares it does not implement the per-channel gate: those cases are not run
-        self.assertEqual(gk["message"], "declared unsupported by the implementation: PerChannelGate")
-        self.assertEqual(gk["outcome"], "not run (declared)")
-        self.assertEqual(run.citation(), "conforms to lacs spec 1.4 for ops gated_delta_rule in tiers fp32, except "
-                                         "the declared PerChannelGate")
+        # builtin:cuda implements every forward op (its declaration, lacs_plugin_describe of the library): the
+        # gradients of the ops on sequences are not claimed
+        self.assertEqual(run.citation(), "conforms to lacs spec 1.4 for ops gated_delta_rule in tiers fp32")
+        rng = np.random.default_rng(0)
+        big = {"q": rng.standard_normal((1, 4, 1, 272)).astype(np.float32),
+               "k": rng.standard_normal((1, 4, 1, 272)).astype(np.float32),
+               "v": rng.standard_normal((1, 4, 1, 8)).astype(np.float32),
+               "beta": np.full((1, 4, 1), 0.5, np.float32), "g": np.full((1, 4, 1), -0.1, np.float32)}
+        st.write(self.path("k272.safetensors"), big, overwrite=True)
         run = self.lacs("run", "--op", "gated_delta_rule", "--impl", "builtin:cuda", "--in",
-                        vector_path("gated_delta_rule-fp32-gk"), "--out", self.path("gk.safetensors"), env=env)
+                        self.path("k272.safetensors"), "--out", self.path("k272-out.safetensors"), env=env)
         self.assertEqual(run.returncode, 1)
         self.assertIn("LACS_UNSUPPORTED); gated_delta_rule: builtin:cuda does not implement this case", run.stderr)
+        self.assertIn("K = 272", run.stderr)
 
     def test_compare_fails_a_perturbed_or_incomplete_candidate(self):
         v = vectors.load_vector(vector_path(self.CASE))
