@@ -47,7 +47,8 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/preprocess.c reference/ttt.c reference/deltaformer.c reference/path_attn.c \
            reference/mesa_net.c reference/norms.c
 ONCE_SRC := reference/error.c reference/validate.c optimized/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
-            checker/safetensors.c checker/values.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c
+            checker/safetensors.c checker/values.c checker/ops.c checker/check.c generators/catalog.c generators/golden.c generators/gauge.c \
+            generators/vector_set.c generators/user_case.c
 # builtin:cpu (optimized/cpu/README.md): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
 # instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.
 CPU_SRC := $(wildcard optimized/cpu/*.c)
