@@ -11,12 +11,13 @@
 #   make bench-quick     the same on small shapes (CI)
 #   make selfcheck       build and print the reference's self-check
 #   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
-#                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), vectors-check
-#                        and a bounded fuzz
+#                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), vectors-check,
+#                        vectors-full-check and a bounded fuzz
 #   make test-sanitize   the C suites and vectors-check under AddressSanitizer + UBSan, in build-sanitize/
 #   make vectors         regenerate the committed core vectors (vectors/core, MANIFEST.json)
 #   make vectors-full    generate the full set into vectors/full and check it against MANIFEST-full.json
 #   make vectors-check   regenerate the core set in build/ and compare it with the committed one
+#   make vectors-full-check  whether vectors/MANIFEST-full.json is stale (versions, list, inputs, two cases rebuilt)
 #   make fuzz            fuzz the C safetensors reader (clang libFuzzer) for FUZZ_SECONDS
 #   make clean
 #
@@ -66,7 +67,8 @@ ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
 LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
-.PHONY: all lib check selfcheck test test-c test-cpu test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check zoo \
+.PHONY: all lib check selfcheck test test-c test-cpu test-python test-sanitize deps clean fuzz vectors vectors-full vectors-check \
+        vectors-full-check zoo \
         bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
 all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/lacs
@@ -109,9 +111,18 @@ vectors: $(BUILD)/lacs-generate
 	./$(BUILD)/lacs-generate --set core --out vectors --force
 
 # make vectors-full: generate the full set into vectors/full (not committed) and
-# check it against the committed hashes in vectors/MANIFEST-full.json.
+# check it against the committed hashes in vectors/MANIFEST-full.json (a difference is listed case by case;
+# lacs-generate --set full --force replaces the manifest).
 vectors-full: $(BUILD)/lacs-generate
 	./$(BUILD)/lacs-generate --set full --out vectors --force-files
+
+# make vectors-full-check (part of make test): whether vectors/MANIFEST-full.json is what the code generates,
+# without generating the set: the spec and generator versions, the case list, every case's inputs hash, and
+# one gated case of each tier (gates, beta, the fp32 state noise) regenerated whole and compared byte for byte
+# (SPEC.md 10.7).
+FULL_CHECK_CASES := gated_delta_rule-fp32-t16384,gated_delta_rule-bf16-t16384
+vectors-full-check: $(BUILD)/lacs-generate
+	./$(BUILD)/lacs-generate --set full --check-manifest vectors/MANIFEST-full.json --regenerate $(FULL_CHECK_CASES)
 
 # make vectors-check: regenerate the core set in memory and compare it with the committed files.
 vectors-check: $(BUILD)/lacs-generate
@@ -185,7 +196,7 @@ $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 
 # make test: the C suites, the Python reader/oracle/schema suites, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-cpu test-cuda test-python vectors-check fuzz
+test: test-c test-cpu test-cuda test-python vectors-check vectors-full-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests

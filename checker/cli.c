@@ -5,6 +5,7 @@
  *   lacs compare  compare a file of outputs with one golden vector
  *   lacs run      run an op on the user's inputs
  *   lacs explain  what a case is, and where an implementation goes wrong on it
+ *   lacs generate a golden vector of the user's shape (cli_generate.c, SPEC.md 10.8)
  *
  * This file holds main, the usage text, the helpers every command uses to
  * read its options, and the one way user errors are reported: one line
@@ -36,6 +37,8 @@ static const char usage_text[] =
     "           compute an op on your own inputs\n"
     "  explain  CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--force]\n"
     "           what a case tests; with --impl, where the implementation goes wrong\n"
+    "  generate (--op OP | --like CASE) --out DIR [--T N --H N ... --input NAME:RECIPE ... --reason TEXT]\n"
+    "           a golden vector of your own shape (lacs generate --help)\n"
     "\n"
     "IMPL: builtin:reference (the double reference), PATH.so (a plugin exporting lacs_plugin_run,\n"
     "include/lacs/plugin.h), python:FILE_OR_MODULE:FUNCTION (run by /usr/bin/python3 -m lacs check).\n"
@@ -138,6 +141,8 @@ int main(int argc, char **argv)
         return cli_run(command_argc, command_argv);
     if (strcmp(command, "explain") == 0)
         return cli_explain(command_argc, command_argv, argv[0]);
-    return cli_error("unknown command '%s' (commands: list, check, compare, run, explain; see lacs --help)",
-                     command);
+    if (strcmp(command, "generate") == 0)
+        return cli_generate(command_argc, command_argv);
+    return cli_error("unknown command '%s' (commands: list, check, compare, run, explain, generate; "
+                     "see lacs --help)", command);
 }

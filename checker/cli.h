@@ -6,7 +6,7 @@
  *   cli_child.c    running an implementation on one case in a child process, with a timeout
  *   cli_result.c   checking outputs against the goldens and printing the result
  *   cli_report.c   the --json and --junit reports
- *   cli_list.c, cli_check.c, cli_compare.c, cli_run.c, cli_explain.c   the commands
+ *   cli_list.c, cli_check.c, cli_compare.c, cli_run.c, cli_explain.c, cli_generate.c   the commands
  *
  * Exit statuses: 0 all passed, 1 ran and something failed, 2 a user error
  * (printed as one line `lacs: <problem>` on stderr).
@@ -48,6 +48,7 @@ int cli_check(int argc, char **argv);
 int cli_compare(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_explain(int argc, char **argv, const char *argv0);
+int cli_generate(int argc, char **argv);
 
 /* ---- cli_cases.c: the cases under a vectors directory ---- */
 

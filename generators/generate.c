@@ -56,8 +56,8 @@ static void usage(FILE *to)
             "                outputs within 4 ulp of double, gauges to a relative 1e-4, metadata equal but for the\n"
             "                certified error\n"
             "  --check-manifest FILE  check a committed manifest against the code without generating the set:\n"
-            "                the versions, the case list, every case's inputs hash, and the cheapest case of each\n"
-            "                tier (or --regenerate's) built whole and compared byte for byte\n"
+            "                the versions, the case list, every case's inputs hash, and the cases named by\n"
+            "                --regenerate (default: the cheapest of each tier) built whole and compared byte for byte\n"
             "  --estimate    print the size, memory and time a run would take (measured on reduced twins), and stop\n"
             "  --jobs N      threads: cases in parallel, and a case's gauge samples when fewer cases are left\n"
             "                (default: the number of processors; the output is the same for any N)\n"
@@ -81,8 +81,8 @@ static void print_estimate(const lacs_vector_estimate *e, size_t n_jobs, int thr
         fprintf(stderr, "\n");
 }
 
-/* The cheapest case of each tier: the smallest estimated time (each case's reduced twin timed). */
-static void cheapest_per_tier(lacs_vector_job *jobs, size_t n, size_t *chosen, size_t *n_chosen)
+/* The cheapest case of each tier by the cost model (lacs_case_work), the first in catalog order among equals. */
+static void cheapest_per_tier(const lacs_vector_job *jobs, size_t n, size_t *chosen, size_t *n_chosen)
 {
     *n_chosen = 0;
     for (int t = 0; t < 2; t++) {
@@ -90,14 +90,9 @@ static void cheapest_per_tier(lacs_vector_job *jobs, size_t n, size_t *chosen, s
         double best = -1;
         size_t best_index = 0;
         for (size_t i = 0; i < n; i++) {
-            if (jobs[i].tier != tier)
-                continue;
-            lacs_vector_estimate e;
-            if (lacs_vector_estimate_run(&jobs[i], 1, 1, 1, &e) != LACS_OK || !e.measured)
-                continue;
-            const double cost = e.seconds;
-            if (best < 0 || cost < best) {
-                best = cost;
+            const double work = lacs_case_work(&jobs[i].c);
+            if (jobs[i].tier == tier && (best < 0 || work < best)) {
+                best = work;
                 best_index = i;
             }
         }

@@ -122,14 +122,18 @@ int lacs_user_case_from_catalog(lacs_user_case *u, const char *case_name)
             continue;
         start(u, c->op);
         u->tiers = tiers;
-        u->B = c->B;
-        u->T = c->T;
-        u->H = c->H;
-        u->HV = c->HV;
-        u->K = c->K;
-        u->V = c->V;
-        u->rows = c->rows;
-        u->dim = c->dim;
+        const lacs_op_info *info = lacs_op_find(c->op);
+        if (info && info->family == LACS_FAMILY_NORM) {
+            u->rows = c->rows;
+            u->dim = c->dim;
+        } else {
+            u->B = c->B;
+            u->T = c->T;
+            u->H = c->H;
+            u->HV = c->HV;
+            u->K = c->K;
+            u->V = c->V;
+        }
         if (c->cu_seqlens) {
             /* offsets "0,0,1,17" -> lengths "0,1,16" */
             const char *p = c->cu_seqlens;

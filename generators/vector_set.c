@@ -84,7 +84,7 @@ static double sum_of_powers(const lacs_case *c, int power)
  * the attention forms O(L^2 HV (K + V)) per sequence (PaTH's matrix form and
  * DeltaFormer's solve O(L^3 HV) as well), the norms O(rows dim). Only ratios
  * between cases of one op and head shape are used as times. */
-static double case_work(const lacs_case *c)
+double lacs_case_work(const lacs_case *c)
 {
     const lacs_op_info *info = lacs_op_find(c->op);
     if (!info)
@@ -312,6 +312,7 @@ typedef struct {
     run_state *run;
     size_t job;      /* the job it works on, or (size_t)-1 */
     int samples;     /* gauge samples done on it */
+    double started;  /* when it started the job */
 } worker_slot;
 
 struct run_state {
@@ -373,7 +374,8 @@ static void on_sample(void *context)
     slot->samples++;
     draw_progress(s, 0);
     /* without a terminal, a large case says how far it is every quarter of its gauge */
-    if (!s->options->progress && s->n <= 4 && slot->samples % (LACS_GAUGE_SAMPLES / 4) == 0) {
+    if (!s->options->progress && s->n <= 4 && slot->samples % (LACS_GAUGE_SAMPLES / 4) == 0 &&
+        now_seconds() - slot->started > 10) {
         char elapsed[32];
         lacs_format_seconds(now_seconds() - s->started, elapsed, sizeof elapsed);
         fprintf(stderr, "%s: %s: gauge %d/%d (%s)\n", s->options->program, s->jobs[slot->job].id, slot->samples,
@@ -426,6 +428,7 @@ static void *worker(void *arg)
         const size_t i = s->order[s->next++];
         slot->job = i;
         slot->samples = 0;
+        slot->started = now_seconds();
         s->running++;
         /* the gauge's samples in parallel when fewer cases than threads are left to run */
         int gauge_threads = 1;
@@ -482,7 +485,7 @@ size_t lacs_vector_run(lacs_vector_job *jobs, size_t n, const lacs_vector_run_op
     pthread_mutex_init(&s.lock, NULL);
     for (size_t i = 0; i < n; i++) {
         s.order[i] = i;
-        s.work[i] = case_work(&jobs[i].c);
+        s.work[i] = lacs_case_work(&jobs[i].c);
         s.total_work += s.work[i];
     }
     /* largest first (stable), so that the longest cases do not start last */
@@ -520,6 +523,17 @@ size_t lacs_vector_run(lacs_vector_job *jobs, size_t n, const lacs_vector_run_op
 }
 
 /* ---- the estimate ---- */
+
+/* Re-raises the last error as "<id>: <what>" (copied first: lacs_last_error() is the buffer written). */
+static int job_error(const lacs_vector_job *j)
+{
+    char message[2048];
+    snprintf(message, sizeof message, "%s", lacs_last_error());
+    const size_t op = strlen(j->c.op);
+    const char *what = strncmp(message, j->c.op, op) == 0 && strncmp(message + op, ": ", 2) == 0 ? message + op + 2
+                                                                                                   : message;
+    return lacs_internal_error(LACS_ERR_PARAM, j->c.op, "%s: %s", j->id, what);
+}
 
 /* The reduced twin of c: one batch row, T cut (a few dozen tokens for the
  * recurrent ops, 128 for the attention forms), rows cut for the norms; no
@@ -567,12 +581,12 @@ int lacs_vector_estimate_run(const lacs_vector_job *jobs, size_t n, int threads,
         /* bytes and memory from the inputs' shapes (the twin below draws the recipes) */
         lacs_golden g;
         if (lacs_golden_input_shapes(&j->c, j->tier, &g) != LACS_OK)
-            return lacs_internal_error(LACS_ERR_PARAM, j->c.op, "%s: %s", j->id, lacs_last_error());
+            return job_error(j);
         lacs_output_shape shapes[LACS_OPS_MAX_OUTPUTS];
         int n_shapes = 0;
         if (lacs_reference_output_shapes(j->c.op, g.tensors, g.n_inputs, shapes, &n_shapes) != LACS_OK) {
             lacs_golden_free(&g);
-            return lacs_internal_error(LACS_ERR_PARAM, j->c.op, "%s: %s", j->id, lacs_last_error());
+            return job_error(j);
         }
         long long input_bytes = 0, input_elements = 0, output_elements = 0;
         for (int t = 0; t < g.n_inputs; t++) {
@@ -606,7 +620,7 @@ int lacs_vector_estimate_run(const lacs_vector_job *jobs, size_t n, int threads,
             continue;
         /* time: the twin, one thread, scaled by the work */
         const lacs_case twin = twin_of(&j->c);
-        const double work = case_work(&j->c), twin_work = case_work(&twin);
+        const double work = lacs_case_work(&j->c), twin_work = lacs_case_work(&twin);
         sample_clock clock = {0, 0, 0};
         lacs_gauge_parallelism parallelism = {1, clock_sample, &clock};
         lacs_gauge_set_parallelism(&parallelism);
@@ -622,7 +636,7 @@ int lacs_vector_estimate_run(const lacs_vector_job *jobs, size_t n, int threads,
             const lacs_op_info *info = lacs_op_find(j->c.op);
             if (info && info->family == LACS_FAMILY_NORM && j->c.rows * j->c.dim <= 65536)
                 continue;
-            return lacs_internal_error(LACS_ERR_PARAM, j->c.op, "%s: %s", j->id, lacs_last_error());
+            return job_error(j);
         }
         lacs_golden_free(&tg);
         const double scale = work / twin_work;
@@ -839,6 +853,52 @@ int lacs_manifest_write(const char *path, const char *text, int force, const cha
     }
     fprintf(stderr, "%s: wrote %s\n", program, path);
     return 0;
+}
+
+char *lacs_manifest_merge(const char *existing, const char *added, char *message, size_t size)
+{
+    cJSON *old = existing ? cJSON_Parse(existing) : NULL, *add = cJSON_Parse(added);
+    char *text = NULL;
+    if (existing && !old) {
+        snprintf(message, size, "it is not valid JSON");
+        goto done;
+    }
+    if (!add) {
+        snprintf(message, size, "out of memory");
+        goto done;
+    }
+    if (old) {
+        static const char *const fields[] = {"format", "spec_version", "generator_version", "set"};
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            if (strcmp(string_field(old, fields[i]), string_field(add, fields[i])) != 0) {
+                snprintf(message, size, "its %s is %s, this one's %s (a manifest holds vectors of one generator "
+                                        "and set: use another directory, or regenerate those vectors)",
+                         fields[i], string_field(old, fields[i]), string_field(add, fields[i]));
+                goto done;
+            }
+        /* the old cases not replaced, then the new ones, sorted by id */
+        cJSON *cases = cJSON_GetObjectItemCaseSensitive(add, "cases");
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(old, "cases"))
+        if (!find_case(cases, string_field(e, "id")))
+            cJSON_AddItemToArray(cases, cJSON_Duplicate(e, 1));
+    }
+    cJSON *cases = cJSON_GetObjectItemCaseSensitive(add, "cases");
+    const int n = cJSON_GetArraySize(cases);
+    cJSON *sorted = cJSON_CreateArray();
+    for (int taken = 0; taken < n; taken++) {
+        cJSON *first = NULL, *e;
+        cJSON_ArrayForEach(e, cases)
+        if (!first || strcmp(string_field(e, "id"), string_field(first, "id")) < 0)
+            first = e;
+        cJSON_AddItemToArray(sorted, cJSON_DetachItemViaPointer(cases, first));
+    }
+    cJSON_ReplaceItemInObjectCaseSensitive(add, "cases", sorted);
+    text = cJSON_Print(add);
+done:
+    cJSON_Delete(old);
+    cJSON_Delete(add);
+    return text;
 }
 
 /* Whether this build's libm is the one the committed file hashes were made with (SPEC.md 10.7). */

@@ -30,6 +30,11 @@
 extern "C" {
 #endif
 
+/* The reference's work on case c, relative (SPEC.md 10.7's cost model):
+ * comparable between cases of one op and head shape, and a rough order
+ * between ops. Orders a run (largest first) and scales a twin's time. */
+double lacs_case_work(const lacs_case *c);
+
 /* ---- one case of a run ---- */
 
 typedef struct {
@@ -107,6 +112,12 @@ char *lacs_manifest_json(const lacs_vector_job *jobs, size_t n, const char *set,
  * the versions, cases missing or added, and per case the fields that differ.
  * Returns the number of differences (0: equal as JSON). */
 int lacs_manifest_diff(const char *committed, const char *generated, FILE *report, int max_lines);
+
+/* The manifest `existing` (NULL: none yet) with the cases of `added` added
+ * (an existing entry of the same id replaced), sorted by id (malloc'd); NULL
+ * with `message` saying why if `existing` is not JSON or its format,
+ * versions or set differ from `added`'s. */
+char *lacs_manifest_merge(const char *existing, const char *added, char *message, size_t size);
 
 /* Writes `text` to `path` (atomically, through a temporary file in the same
  * directory). An existing file equal to `text` is left alone; one that
