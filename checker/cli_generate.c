@@ -174,7 +174,6 @@ static int build_case(const generate_options *o, lacs_user_case *u)
     } else if (lacs_user_case_from_op(u, o->op) != LACS_OK) {
         return case_error();
     }
-    const lacs_op_info *info = lacs_op_find(u->op);
     int64_t *slots[8] = {&u->B, &u->T, &u->H, &u->HV, &u->K, &u->V, &u->rows, &u->dim};
     for (int d = 0; d < 8; d++) {
         if (!o->dims[d])
@@ -257,7 +256,6 @@ static int build_case(const generate_options *o, lacs_user_case *u)
         u->has_seed = 1;
         u->seed = seed;
     }
-    (void)info;
     if (lacs_user_case_resolve(u) != LACS_OK)
         return case_error();
     return 0;
