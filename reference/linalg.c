@@ -98,17 +98,31 @@ int64_t REFI(cholesky_solve)(int64_t n, const real *A, const real *b, real *L, r
 }
 
 /* o = scale h^T x: each o_c is scale * (0 + h_0c x_0 + h_1c x_1 + ...), summed
- * in that order; the loops run over i before c so that h is read by rows.
- * o must not alias h or x. */
+ * in that order; four columns at a time, so that h is read along its rows
+ * (the same sums, in registers). o must not alias h or x. */
 void REFI(state_readout)(int64_t K, int64_t V, const real *h, const real *x, real scale, real *o)
 {
-    for (int64_t c = 0; c < V; c++)
-        o[c] = 0;
-    for (int64_t i = 0; i < K; i++)
-        for (int64_t c = 0; c < V; c++)
-            o[c] += h[i * V + c] * x[i];
-    for (int64_t c = 0; c < V; c++)
-        o[c] = scale * o[c];
+    int64_t c = 0;
+    for (; c + 4 <= V; c += 4) {
+        real s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int64_t i = 0; i < K; i++) {
+            const real *row = h + i * V + c;
+            s0 += row[0] * x[i];
+            s1 += row[1] * x[i];
+            s2 += row[2] * x[i];
+            s3 += row[3] * x[i];
+        }
+        o[c] = scale * s0;
+        o[c + 1] = scale * s1;
+        o[c + 2] = scale * s2;
+        o[c + 3] = scale * s3;
+    }
+    for (; c < V; c++) {
+        real sum = 0;
+        for (int64_t i = 0; i < K; i++)
+            sum += h[i * V + c] * x[i];
+        o[c] = scale * sum;
+    }
 }
 
 void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real *x, const real *y)
