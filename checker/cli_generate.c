@@ -494,14 +494,22 @@ int cli_generate(int argc, char **argv)
     lacs_vector_run_options options = {"lacs generate", o.out, NULL, o.force, (int)o.jobs, isatty(STDERR_FILENO),
                                        e.seconds};
     const size_t failed = lacs_vector_run(jobs, n, &options);
-    if (failed) {
+    /* the manifest: DIR's, with the vectors written added (a tier that failed is not), under a lock */
+    lacs_vector_job ok_jobs[2];
+    char *ok_arguments[2];
+    size_t n_ok = 0;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].ok) {
+            ok_jobs[n_ok] = jobs[i];
+            ok_arguments[n_ok++] = arguments[i];
+        }
+    if (n_ok == 0) {
         rc = CLI_EXIT_FAILED;
         goto done;
     }
-    /* the manifest: DIR's, with these vectors added, under a lock */
     const int lock = lock_directory(o.out);
     char *old_text = read_text_file(manifest_path);
-    char *added = lacs_manifest_json(jobs, n, "user", arguments);
+    char *added = lacs_manifest_json(ok_jobs, n_ok, "user", ok_arguments);
     char message[512] = "";
     char *merged = added ? lacs_manifest_merge(old_text, added, message, sizeof message) : NULL;
     if (!merged)
@@ -514,7 +522,11 @@ int cli_generate(int argc, char **argv)
     free(merged);
     if (lock >= 0)
         close(lock);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
+    if (rc == 0 && failed)
+        rc = CLI_EXIT_FAILED;
+    for (size_t i = 0; i < n; i++) {
+        if (!jobs[i].ok)
+            continue;
         char bytes[32];
         lacs_format_bytes((double)jobs[i].bytes, bytes, sizeof bytes);
         printf("%s/%s  %s, %.1f s, certified error %.2g\n", o.out, jobs[i].path, bytes, jobs[i].seconds,
