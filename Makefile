@@ -12,11 +12,12 @@
 #   make selfcheck       build and print the reference's self-check
 #   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
 #                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), the hostile-input
-#                        suite (test-hostile), vectors-check and a bounded fuzz
+#                        suite (test-hostile), vectors-check, vectors-full-check and a bounded fuzz
 #   make test-sanitize   the C suites and vectors-check under AddressSanitizer + UBSan, in build-sanitize/
 #   make vectors         regenerate the committed core vectors (vectors/core, MANIFEST.json)
 #   make vectors-full    generate the full set into vectors/full and check it against MANIFEST-full.json
 #   make vectors-check   regenerate the core set in build/ and compare it with the committed one
+#   make vectors-full-check  whether vectors/MANIFEST-full.json is stale (versions, list, inputs, two cases rebuilt)
 #   make fuzz            fuzz the C safetensors reader (clang libFuzzer) for FUZZ_SECONDS
 #   make install         PREFIX (default /usr/local), DESTDIR: the headers, liblacs.so (soname liblacs.so.1) and
 #                        liblacs.a, the lacs program, lacs.pc for pkg-config, the core vectors in share/lacs
@@ -51,7 +52,7 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
 ONCE_SRC := reference/error.c reference/validate.c optimized/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
             checker/safetensors.c checker/output.c checker/values.c checker/ops.c checker/check.c checker/cases.c \
             checker/verdict.c generators/catalog.c \
-            generators/golden.c generators/gauge.c
+            generators/golden.c generators/gauge.c generators/vector_set.c generators/user_case.c
 # builtin:cpu (optimized/cpu/README.md): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
 # instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.
 CPU_SRC := $(wildcard optimized/cpu/*.c)
@@ -70,7 +71,7 @@ LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
 .PHONY: all lib check selfcheck test test-c test-cpu test-python test-hostile test-sanitize deps clean fuzz vectors vectors-full \
-        vectors-check zoo install test-install \
+        vectors-check vectors-full-check zoo install test-install \
         bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
 all: lib $(BUILD)/lacs-selfcheck $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/lacs
@@ -116,9 +117,18 @@ vectors: $(BUILD)/lacs-generate
 	./$(BUILD)/lacs-generate --set core --out vectors --force
 
 # make vectors-full: generate the full set into vectors/full (not committed) and
-# check it against the committed hashes in vectors/MANIFEST-full.json.
+# check it against the committed hashes in vectors/MANIFEST-full.json (a difference is listed case by case;
+# lacs-generate --set full --force replaces the manifest).
 vectors-full: $(BUILD)/lacs-generate
 	./$(BUILD)/lacs-generate --set full --out vectors --force-files
+
+# make vectors-full-check (part of make test): whether vectors/MANIFEST-full.json is what the code generates,
+# without generating the set: the spec and generator versions, the case list, every case's inputs hash, and
+# one gated case of each tier (gates, beta, the fp32 state noise) regenerated whole and compared byte for byte
+# (SPEC.md 10.7).
+FULL_CHECK_CASES := gated_delta_rule-fp32-t16384,gated_delta_rule-bf16-t16384
+vectors-full-check: $(BUILD)/lacs-generate
+	./$(BUILD)/lacs-generate --set full --check-manifest vectors/MANIFEST-full.json --regenerate $(FULL_CHECK_CASES)
 
 # make vectors-check: regenerate the core set in memory and compare it with the committed files.
 vectors-check: $(BUILD)/lacs-generate
@@ -185,7 +195,7 @@ $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 
 # make test: the C suites, the Python reader/oracle/schema suites, the hostile-input suite, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-cpu test-cuda test-python test-hostile test-install vectors-check fuzz
+test: test-c test-cpu test-cuda test-python test-hostile test-install vectors-check vectors-full-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests

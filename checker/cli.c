@@ -5,6 +5,7 @@
  *   lacs compare  compare a file of outputs with one golden vector
  *   lacs run      run an op on the user's inputs
  *   lacs explain  what a case is, and where an implementation goes wrong on it
+ *   lacs generate a golden vector of the user's shape (cli_generate.c, SPEC.md 10.8)
  *
  * This file holds main and its table of commands, the usage text, the helpers
  * every command uses to read its options, and the one way user errors are
@@ -45,6 +46,10 @@ static const cli_command commands[] = {
      "  explain  CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--timeout SECONDS] [--force] [--no-verify]\n"
      "           what a case tests; with --impl, where the implementation goes wrong\n",
      cli_explain},
+    {"generate",
+     "  generate (--op OP | --like CASE) --out DIR [--T N --H N ... --input NAME:RECIPE ... --reason TEXT]\n"
+     "           a golden vector of your own shape (lacs generate --help)\n",
+     cli_generate},
 };
 enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -8,7 +8,7 @@
  *                  timeout; the fault handler that names a stray write; ending every case process on a signal
  *   cli_result.c   checking outputs against the goldens and printing the result
  *   cli_report.c   the --json and --junit reports, written by lacs_output_file_write (lacs/output.h)
- *   cli_list.c, cli_check.c, cli_compare.c, cli_run.c, cli_explain.c   the commands
+ *   cli_list.c, cli_check.c, cli_compare.c, cli_run.c, cli_explain.c, cli_generate.c   the commands
  *
  * Exit statuses: 0 every case counted passed (or was declared out), 1 ran and
  * something failed or was skipped without being declared, 2 a user error or
@@ -69,6 +69,7 @@ int cli_check(int argc, char **argv, const char *argv0);
 int cli_compare(int argc, char **argv, const char *argv0);
 int cli_run(int argc, char **argv, const char *argv0);
 int cli_explain(int argc, char **argv, const char *argv0);
+int cli_generate(int argc, char **argv, const char *argv0);
 
 /* ---- cli_cases.c: the cases under a vectors directory ---- */
 

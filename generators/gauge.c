@@ -11,6 +11,8 @@
  * that every op (cancellation, conditioning, saturation) gets its own.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,37 +119,141 @@ static void perturb_gates(const lacs_tensor *gate, const double *exact, double *
         }
 }
 
+/* Parallelism (lacs_gauge_set_parallelism): the caller's own setting, per thread. */
+static _Thread_local lacs_gauge_parallelism parallelism = {1, NULL, NULL};
+
+void lacs_gauge_set_parallelism(const lacs_gauge_parallelism *p)
+{
+    parallelism = *p;
+    if (parallelism.threads < 1)
+        parallelism.threads = 1;
+    if (parallelism.threads > LACS_GAUGE_SAMPLES)
+        parallelism.threads = LACS_GAUGE_SAMPLES;
+}
+
+/* What the samples share: the sums they add to, in sample order (`turn`), so
+ * that the result is bit-identical for any number of threads. */
+typedef struct {
+    const char *op;
+    int n_inputs, n_params, n_outputs;
+    double state_delta; /* the state noise: delta in binary32's share of the tier's u (SPEC.md 11.2) */
+    const lacs_tensor *expected;
+    double **sum;
+    int64_t **valid;
+    pthread_mutex_t lock;
+    pthread_cond_t turn_taken;
+    int turn;
+    int rc; /* the first error, in sample order */
+    char error[2048];
+    void (*on_sample)(void *context);
+    void *context;
+} gauge_shared;
+
+/* One sample's buffers: a thread runs the reference on them while the caller
+ * draws the next sample's perturbation into another slot. */
+typedef struct {
+    gauge_shared *shared;
+    lacs_tensor perturbed[24], outs[LACS_OPS_MAX_OUTPUTS];
+    lacs_param moved[16];
+    uint64_t noise_seed;
+    int sample;
+    int running;
+    pthread_t thread;
+} gauge_slot;
+
+/* The reference on one perturbed sample, then (in sample order) its
+ * contribution to the sums. */
+static void *run_sample(void *arg)
+{
+    gauge_slot *slot = arg;
+    gauge_shared *sh = slot->shared;
+    lacs_internal_state_noise(1, slot->noise_seed, sh->state_delta, LACS_GAUGE_DELTA);
+    int rc = lacs_reference_run(sh->op, slot->perturbed, sh->n_inputs, slot->moved, sh->n_params, slot->outs,
+                                sh->n_outputs, 0);
+    lacs_internal_state_noise(0, 0, 0, 0);
+    pthread_mutex_lock(&sh->lock);
+    while (sh->turn != slot->sample)
+        pthread_cond_wait(&sh->turn_taken, &sh->lock);
+    if (rc != LACS_OK && sh->rc == LACS_OK) {
+        sh->rc = rc;
+        snprintf(sh->error, sizeof sh->error, "%s", lacs_last_error());
+    }
+    for (int o = 0; o < sh->n_outputs && sh->rc == LACS_OK; o++) {
+        const double *y = sh->expected[o].data, *ys = slot->outs[o].data;
+        for (int64_t j = 0; j < lacs_tensor_count(&sh->expected[o]); j++) {
+            const double d = (ys[j] - y[j]) / LACS_GAUGE_DELTA;
+            if (isfinite(d)) { /* a perturbation that overflows says nothing first-order */
+                sh->sum[o][j] += d * d;
+                sh->valid[o][j]++;
+            }
+        }
+    }
+    sh->turn++;
+    pthread_cond_broadcast(&sh->turn_taken);
+    pthread_mutex_unlock(&sh->lock);
+    if (sh->on_sample)
+        sh->on_sample(sh->context);
+    return NULL;
+}
+
+static int shared_rc(gauge_shared *sh)
+{
+    pthread_mutex_lock(&sh->lock);
+    const int rc = sh->rc;
+    pthread_mutex_unlock(&sh->lock);
+    return rc;
+}
+
+/* Waits for the slot's sample, if one is running. */
+static void finish_slot(gauge_slot *slot)
+{
+    if (slot->running)
+        pthread_join(slot->thread, NULL);
+    slot->running = 0;
+}
+
 int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params,
                        int n_params, const lacs_tensor *expected, int n_outputs, int fp32, uint64_t seed,
                        double **gauges)
 {
     /* binary32's errors (gate sums, exp, the state) in units of the tier's u */
     const double binary32 = fp32 ? 1.0 : LACS_GAUGE_BINARY32_IN_BF16;
-    lacs_tensor perturbed[24], outs[LACS_OPS_MAX_OUTPUTS];
-    lacs_param moved[16];
+    const int n_slots = parallelism.threads;
+    gauge_slot slots[LACS_GAUGE_SAMPLES];
+    gauge_shared shared = {op, n_inputs, n_params, n_outputs, LACS_GAUGE_DELTA * binary32, expected, NULL, NULL,
+                           PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, LACS_OK, "",
+                           parallelism.on_sample, parallelism.context};
     double *sum[LACS_OPS_MAX_OUTPUTS] = {0};
     int64_t *valid[LACS_OPS_MAX_OUTPUTS] = {0};
     int rc = LACS_OK;
     if (n_inputs > 24 || n_params > 16 || n_outputs > LACS_OPS_MAX_OUTPUTS)
         return lacs_internal_error(LACS_ERR_PARAM, op, "gauge: too many tensors");
-    memset(perturbed, 0, sizeof perturbed);
-    memset(outs, 0, sizeof outs);
-    for (int i = 0; i < n_inputs && rc == LACS_OK; i++) {
-        perturbed[i] = inputs[i];
-        if (inputs[i].dtype == LACS_I64)
-            continue;
-        perturbed[i].dtype = LACS_F64;
-        perturbed[i].data = malloc((size_t)lacs_tensor_count(&inputs[i]) * sizeof(double) + 8);
-        if (!perturbed[i].data)
-            rc = LACS_ERR_MEMORY;
+    memset(slots, 0, sizeof slots);
+    shared.sum = sum;
+    shared.valid = valid;
+    for (int t = 0; t < n_slots; t++) {
+        slots[t].shared = &shared;
+        for (int i = 0; i < n_inputs && rc == LACS_OK; i++) {
+            slots[t].perturbed[i] = inputs[i];
+            if (inputs[i].dtype == LACS_I64)
+                continue;
+            slots[t].perturbed[i].dtype = LACS_F64;
+            slots[t].perturbed[i].data = malloc((size_t)lacs_tensor_count(&inputs[i]) * sizeof(double) + 8);
+            if (!slots[t].perturbed[i].data)
+                rc = LACS_ERR_MEMORY;
+        }
+        for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
+            slots[t].outs[o] = expected[o];
+            slots[t].outs[o].data = malloc((size_t)lacs_tensor_count(&expected[o]) * sizeof(double) + 8);
+            if (!slots[t].outs[o].data)
+                rc = LACS_ERR_MEMORY;
+        }
     }
     for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
         const int64_t n = lacs_tensor_count(&expected[o]);
-        outs[o] = expected[o];
-        outs[o].data = malloc((size_t)n * sizeof(double) + 8);
         sum[o] = calloc((size_t)n + 1, sizeof(double));
         valid[o] = calloc((size_t)n + 1, sizeof(int64_t));
-        if (!outs[o].data || !sum[o] || !valid[o])
+        if (!sum[o] || !valid[o])
             rc = LACS_ERR_MEMORY;
     }
     const lacs_op_info *info = lacs_op_find(op);
@@ -158,8 +264,15 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
             cu_seqlens = inputs[i].data;
             n_offsets = lacs_tensor_count(&inputs[i]);
         }
+    /* The perturbations are drawn here, sample after sample from one stream
+     * (so the same for any number of threads); each sample's reference run
+     * goes to a slot's thread (or runs here, with one thread). */
     lacs_rng rng = lacs_rng_stream(seed, "gauge");
-    for (int s = 0; s < LACS_GAUGE_SAMPLES && rc == LACS_OK; s++) {
+    for (int s = 0; s < LACS_GAUGE_SAMPLES && rc == LACS_OK && shared_rc(&shared) == LACS_OK; s++) {
+        gauge_slot *slot = &slots[s % n_slots];
+        finish_slot(slot);
+        lacs_tensor *perturbed = slot->perturbed;
+        lacs_param *moved = slot->moved;
         uint64_t bits = 0;
         int left = 0;
         const uint64_t key = lacs_rng_next(&rng); /* this sample's signs of exp's errors */
@@ -195,19 +308,20 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
             if (perturbed_param(params[p].name))
                 moved[p].value *= 1 + LACS_GAUGE_DELTA * random_sign(&rng, &bits, &left);
         }
-        lacs_internal_state_noise(1, lacs_rng_next(&rng), LACS_GAUGE_DELTA * binary32, LACS_GAUGE_DELTA);
-        rc = lacs_reference_run(op, perturbed, n_inputs, moved, n_params, outs, n_outputs, 0);
-        lacs_internal_state_noise(0, 0, 0, 0);
-        for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
-            const double *y = expected[o].data, *ys = outs[o].data;
-            for (int64_t j = 0; j < lacs_tensor_count(&expected[o]); j++) {
-                const double d = (ys[j] - y[j]) / LACS_GAUGE_DELTA;
-                if (isfinite(d)) { /* a perturbation that overflows says nothing first-order */
-                    sum[o][j] += d * d;
-                    valid[o][j]++;
-                }
-            }
-        }
+        slot->noise_seed = lacs_rng_next(&rng);
+        slot->sample = s;
+        if (n_slots == 1 || pthread_create(&slot->thread, NULL, run_sample, slot) != 0)
+            run_sample(slot); /* here, in order, if no thread could be started */
+        else
+            slot->running = 1;
+    }
+    for (int t = 0; t < n_slots; t++)
+        finish_slot(&slots[t]);
+    if (rc == LACS_OK && shared.rc != LACS_OK) {
+        rc = shared.rc;
+        const size_t prefix = strlen(op);
+        const int named = strncmp(shared.error, op, prefix) == 0 && strncmp(shared.error + prefix, ": ", 2) == 0;
+        lacs_internal_error(rc, op, "%s", named ? shared.error + prefix + 2 : shared.error);
     }
     for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
         const double *y = expected[o].data;
@@ -216,14 +330,19 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
             gauges[o][j] = isfinite(y[j]) ? sqrt(spread + y[j] * y[j]) : 0;
         }
     }
-    for (int i = 0; i < n_inputs; i++)
-        if (inputs[i].dtype != LACS_I64)
-            free(perturbed[i].data);
+    for (int t = 0; t < n_slots; t++) {
+        for (int i = 0; i < n_inputs; i++)
+            if (inputs[i].dtype != LACS_I64)
+                free(slots[t].perturbed[i].data);
+        for (int o = 0; o < n_outputs; o++)
+            free(slots[t].outs[o].data);
+    }
     for (int o = 0; o < n_outputs; o++) {
-        free(outs[o].data);
         free(sum[o]);
         free(valid[o]);
     }
+    pthread_mutex_destroy(&shared.lock);
+    pthread_cond_destroy(&shared.turn_taken);
     return rc == LACS_ERR_MEMORY ? lacs_internal_error(rc, op, "gauge: out of memory") : rc;
 }
 

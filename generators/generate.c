@@ -3,371 +3,109 @@
  *
  *   lacs-generate [--set core|full] [--out DIR] [--force | --force-files] [--jobs N] [--only TEXT]
  *   lacs-generate --check DIR [--set core|full] [--jobs N] [--only TEXT]
+ *   lacs-generate --check-manifest FILE [--set core|full] [--regenerate ID,...] [--jobs N]
+ *   lacs-generate --estimate [--set core|full] [--jobs N] [--only TEXT]
  *   lacs-generate --list [--set core|full]
  *   lacs-generate --flags
  *
  * Generating writes DIR/<set>/<op>/<id>.safetensors for every case of the set
  * and the manifest DIR/MANIFEST.json (core) or DIR/MANIFEST-full.json (full).
  * An existing file is replaced only with --force; a manifest that exists and
- * differs is reported (with --force, replaced). Checking regenerates every
- * case in memory and compares it with DIR's file: inputs bit for bit, golden
- * outputs within 4 units in the last place of double, the metadata equal but
- * for the certified error. Cases run in parallel (--jobs, default: the
- * number of processors); a progress line is shown on a terminal.
+ * differs is reported case by case (with --force, replaced). Checking
+ * regenerates every case in memory and compares it with DIR's file: inputs
+ * bit for bit, golden outputs within 4 units in the last place of double,
+ * the metadata equal but for the certified error. --check-manifest checks a
+ * committed manifest against the code without generating the set: versions,
+ * the case list, every case's inputs, and some cases built whole (make
+ * vectors-full-check). Cases run in parallel, and the gauge's samples too
+ * when fewer cases than threads are left (--jobs, default: the number of
+ * processors; the output is the same for any number); a progress line is
+ * shown on a terminal, and an estimate of size and time before a large run.
+ * The work itself is generators/vector_set.c (lacs/generate.h), which
+ * `lacs generate` shares.
  */
-#include <cjson/cJSON.h>
-#include <errno.h>
-#include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lacs/catalog.h"
+#include "lacs/generate.h"
 #include "lacs/ops.h"
-#include "lacs/safetensors.h"
 #include "lacs/types.h"
 
-#define ULP_BOUND 4
-#define GAUGE_BOUND 1e-4
-
-typedef struct {
-    const lacs_case *c;
-    lacs_tier_mask tier;
-    char id[160];
-    char path[512];  /* relative to the vectors directory */
-    /* results */
-    int ok;
-    char message[2048];
-    char sha256[65], inputs_sha256[65];
-    long long bytes;
-    double certified;
-    cJSON *shapes;   /* name -> shape, for the manifest */
-} job;
-
-typedef struct {
-    job *jobs;
-    size_t n_jobs;
-    size_t next, done, failed;
-    pthread_mutex_t lock;
-    const char *out_dir;
-    const char *check_dir;
-    int force;
-    int tty;
-} run_state;
+/* A run larger than this gets its estimate printed before it starts. */
+#define LARGE_RUN_BYTES (128.0 * 1024 * 1024)
 
 static void usage(FILE *to)
 {
     fprintf(to,
             "usage: lacs-generate [--set core|full] [--out DIR] [--force | --force-files] [--jobs N] [--only TEXT]\n"
             "       lacs-generate --check DIR [--set core|full] [--jobs N] [--only TEXT]\n"
-            "       lacs-generate --list [--set core|full]\n"
+            "       lacs-generate --check-manifest FILE [--set core|full] [--regenerate ID,...] [--jobs N]\n"
+            "       lacs-generate --estimate [--set core|full] [--jobs N] [--only TEXT]\n"
+            "       lacs-generate --list [--set core|full] [--only TEXT]\n"
             "       lacs-generate --flags\n"
             "\n"
             "Writes the golden vectors of the catalog (SPEC.md 10) to DIR/<set>/<op>/<id>.safetensors\n"
             "and DIR/MANIFEST.json (core) or DIR/MANIFEST-full.json (full); DIR defaults to vectors.\n"
+            "(Vectors of your own shapes: lacs generate, SPEC.md 10.8.)\n"
             "  --force       replace existing vector files and the manifest\n"
             "  --force-files replace existing vector files; a manifest that differs is reported, kept\n"
             "  --check DIR   regenerate in memory and compare with DIR's files: inputs bit for bit,\n"
-            "                outputs within %d ulp of double, gauges to a relative 1e-4, metadata equal but for the\n                certified error\n"
-            "  --jobs N      parallel cases (default: the number of processors)\n"
+            "                outputs within 4 ulp of double, gauges to a relative 1e-4, metadata equal but for the\n"
+            "                certified error\n"
+            "  --check-manifest FILE  check a committed manifest against the code without generating the set:\n"
+            "                the versions, the case list, every case's inputs hash, and the cases named by\n"
+            "                --regenerate (default: the cheapest of each tier) built whole and compared byte for byte\n"
+            "  --estimate    print the size, memory and time a run would take (measured on reduced twins), and stop\n"
+            "  --jobs N      threads: cases in parallel, and a case's gauge samples when fewer cases are left\n"
+            "                (default: the number of processors; the output is the same for any N)\n"
             "  --only TEXT   only the cases whose id contains TEXT (no manifest is written)\n"
             "  --list        print the cases' ids, flags and reasons\n"
-            "  --flags       print the flags and the bug each catches (SPEC.md 10.5), as a table\n",
-            ULP_BOUND);
+            "  --flags       print the flags and the bug each catches (SPEC.md 10.5), as a table\n");
 }
 
-/* mkdir -p of the directory part of `path`. */
-static int make_parents(const char *path)
+static void print_estimate(const lacs_vector_estimate *e, size_t n_jobs, int threads)
 {
-    char buffer[1024];
-    snprintf(buffer, sizeof buffer, "%s", path);
-    for (char *p = buffer + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buffer, 0777) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return 0;
+    char bytes[32], memory[32], seconds[32], largest[32];
+    lacs_format_bytes((double)e->bytes, bytes, sizeof bytes);
+    lacs_format_bytes((double)e->memory_bytes, memory, sizeof memory);
+    lacs_format_seconds(e->seconds, seconds, sizeof seconds);
+    lacs_format_seconds(e->largest_seconds, largest, sizeof largest);
+    fprintf(stderr, "lacs-generate: %zu cases, about %s on disk, %s of memory at most", n_jobs, bytes, memory);
+    if (e->measured)
+        fprintf(stderr, ", about %s on %d thread%s (estimated from reduced twins; the longest case, %s, %s)\n",
+                seconds, threads, threads == 1 ? "" : "s", e->largest, largest);
+    else
+        fprintf(stderr, "\n");
 }
 
-static int read_whole(const char *path, unsigned char **data, size_t *size)
+/* The cheapest case of each tier by the cost model (lacs_case_work), the first in catalog order among equals. */
+static void cheapest_per_tier(const lacs_vector_job *jobs, size_t n, size_t *chosen, size_t *n_chosen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *data = malloc((size_t)(n > 0 ? n : 1));
-    *size = *data && n >= 0 ? fread(*data, 1, (size_t)n, f) : 0;
-    fclose(f);
-    return *data && (long)*size == n ? 0 : -1;
-}
-
-/* SPEC.md 10.1: for each input in name order, its name, a zero byte, its bytes. */
-static void inputs_hash(const lacs_golden *g, char hex[65])
-{
-    int order[24];
-    for (int i = 0; i < g->n_inputs; i++)
-        order[i] = i;
-    for (int i = 1; i < g->n_inputs; i++)
-        for (int j = i; j > 0 && strcmp(g->tensors[order[j - 1]].name, g->tensors[order[j]].name) > 0; j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    lacs_sha256 s;
-    lacs_sha256_init(&s);
-    for (int i = 0; i < g->n_inputs; i++) {
-        const lacs_tensor *t = &g->tensors[order[i]];
-        const int64_t count = lacs_tensor_count(t);
-        lacs_sha256_update(&s, t->name, strlen(t->name) + 1);
-        lacs_sha256_update(&s, t->data, (size_t)count * lacs_dtype_size(t->dtype));
-    }
-    lacs_sha256_final(&s, hex);
-}
-
-/* Distance in units in the last place between two doubles (0 for equal,
- * both NaN; huge for different signs or a NaN against a number). */
-static double ulp_distance(double a, double b)
-{
-    if (isnan(a) || isnan(b))
-        return isnan(a) && isnan(b) ? 0 : INFINITY;
-    if (a == b)
-        return 0;
-    int64_t ia, ib;
-    memcpy(&ia, &a, 8);
-    memcpy(&ib, &b, 8);
-    if (ia < 0)
-        ia = INT64_MIN - ia;
-    if (ib < 0)
-        ib = INT64_MIN - ib;
-    /* in integers: as doubles, patterns above 2^53 would lose their low bits */
-    return (double)(ia > ib ? (uint64_t)ia - (uint64_t)ib : (uint64_t)ib - (uint64_t)ia);
-}
-
-/* The metadata without the certified error (it may differ in its last digits
- * between libms), as a canonical string. */
-static char *metadata_without_certified(const char *json)
-{
-    cJSON *root = cJSON_Parse(json);
-    if (!root)
-        return NULL;
-    cJSON_DeleteItemFromObject(root, "certified");
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    return text;
-}
-
-/* Compares the regenerated golden with the committed file. */
-static int compare_with_file(const lacs_golden *g, const char *path, char *message, size_t size)
-{
-    lacs_safetensors_file f;
-    if (lacs_safetensors_read(path, &f) != LACS_OK) {
-        snprintf(message, size, "%s", lacs_last_error());
-        return 0;
-    }
-    int ok = 1;
-    if (f.n_tensors != g->n_tensors) {
-        snprintf(message, size, "%s: %d tensors, the catalog gives %d", path, f.n_tensors, g->n_tensors);
-        ok = 0;
-    }
-    for (int i = 0; ok && i < g->n_tensors; i++) {
-        const lacs_tensor *t = &g->tensors[i];
-        const lacs_safetensors_tensor *ft = lacs_safetensors_find(&f, t->name);
-        const int64_t count = lacs_tensor_count(t);
-        if (!ft || ft->dtype != t->dtype || ft->ndim != t->ndim || ft->count != count) {
-            snprintf(message, size, "%s: tensor '%s' is missing or differs in dtype or shape", path, t->name);
-            ok = 0;
-        } else if (i < g->n_inputs) {
-            if (memcmp(ft->data, t->data, ft->nbytes) != 0) {
-                snprintf(message, size, "%s: input '%s' is not bit-identical", path, t->name);
-                ok = 0;
-            }
-        } else if (t->dtype == LACS_F32) {
-            /* a gauge (SPEC.md 11.2): a measured error scale, reproduced to a relative GAUGE_BOUND
-             * (another libm moves the perturbed runs by an ulp of double, the gauge by ~2^-22) */
-            for (int64_t e = 0; e < count; e++) {
-                float a, b;
-                memcpy(&a, ft->data + 4 * e, 4);
-                memcpy(&b, (const unsigned char *)t->data + 4 * e, 4);
-                if (!(fabs((double)a - (double)b) <= GAUGE_BOUND * fabs((double)b))) {
-                    snprintf(message, size, "%s: '%s'[%lld] = %.9g, regenerated %.9g (relative difference > %g)",
-                             path, t->name, (long long)e, a, b, GAUGE_BOUND);
-                    ok = 0;
-                    break;
-                }
-            }
-        } else {
-            for (int64_t e = 0; e < count; e++) {
-                double a, b;
-                memcpy(&a, ft->data + 8 * e, 8);
-                memcpy(&b, (const unsigned char *)t->data + 8 * e, 8);
-                double d = ulp_distance(a, b);
-                if (d > ULP_BOUND) {
-                    snprintf(message, size, "%s: '%s'[%lld] = %.17g, regenerated %.17g (%.3g ulp > %d)", path,
-                             t->name, (long long)e, a, b, d, ULP_BOUND);
-                    ok = 0;
-                    break;
-                }
+    *n_chosen = 0;
+    for (int t = 0; t < 2; t++) {
+        const lacs_tier_mask tier = t == 0 ? LACS_TIER_FP32 : LACS_TIER_BF16;
+        double best = -1;
+        size_t best_index = 0;
+        for (size_t i = 0; i < n; i++) {
+            const double work = lacs_case_work(&jobs[i].c);
+            if (jobs[i].tier == tier && (best < 0 || work < best)) {
+                best = work;
+                best_index = i;
             }
         }
+        if (best >= 0)
+            chosen[(*n_chosen)++] = best_index;
     }
-    const char *meta = lacs_safetensors_metadata(&f, "lacs");
-    char *committed = meta ? metadata_without_certified(meta) : NULL;
-    char *regenerated = metadata_without_certified(g->metadata);
-    if (ok && (!committed || !regenerated || strcmp(committed, regenerated) != 0)) {
-        snprintf(message, size, "%s: the metadata differs from the catalog's", path);
-        ok = 0;
-    }
-    free(committed);
-    free(regenerated);
-    lacs_safetensors_free(&f);
-    return ok;
-}
-
-static void run_one(run_state *s, job *j)
-{
-    lacs_golden g;
-    if (lacs_golden_build(j->c, j->tier, &g) != LACS_OK) {
-        snprintf(j->message, sizeof j->message, "%s: %s", j->id, lacs_last_error());
-        return;
-    }
-    j->certified = g.certified_max;
-    char full[1024];
-    if (s->check_dir) {
-        snprintf(full, sizeof full, "%s/%s", s->check_dir, j->path);
-        j->ok = compare_with_file(&g, full, j->message, sizeof j->message);
-        lacs_golden_free(&g);
-        return;
-    }
-    snprintf(full, sizeof full, "%s/%s", s->out_dir, j->path);
-    if (make_parents(full) != 0) {
-        snprintf(j->message, sizeof j->message, "%s: cannot create its directory: %s", full, strerror(errno));
-        lacs_golden_free(&g);
-        return;
-    }
-    if (lacs_safetensors_write(full, g.tensors, g.n_tensors, "lacs", g.metadata, s->force) != LACS_OK) {
-        snprintf(j->message, sizeof j->message, "%s", lacs_last_error());
-        lacs_golden_free(&g);
-        return;
-    }
-    unsigned char *bytes;
-    size_t size;
-    if (read_whole(full, &bytes, &size) != 0) {
-        snprintf(j->message, sizeof j->message, "%s: cannot read back", full);
-        lacs_golden_free(&g);
-        return;
-    }
-    lacs_sha256_hex(bytes, size, j->sha256);
-    free(bytes);
-    j->bytes = (long long)size;
-    inputs_hash(&g, j->inputs_sha256);
-    j->shapes = cJSON_CreateObject();
-    for (int i = 0; i < g.n_tensors; i++) {
-        cJSON *shape = cJSON_AddArrayToObject(j->shapes, g.tensors[i].name);
-        for (int d = 0; d < g.tensors[i].ndim; d++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)g.tensors[i].shape[d]));
-    }
-    j->ok = 1;
-    lacs_golden_free(&g);
-}
-
-static void *worker(void *arg)
-{
-    run_state *s = arg;
-    for (;;) {
-        pthread_mutex_lock(&s->lock);
-        size_t i = s->next++;
-        pthread_mutex_unlock(&s->lock);
-        if (i >= s->n_jobs)
-            return NULL;
-        run_one(s, &s->jobs[i]);
-        pthread_mutex_lock(&s->lock);
-        s->done++;
-        if (!s->jobs[i].ok) {
-            s->failed++;
-            fprintf(stderr, "%sFAIL %s\n", s->tty ? "\r\033[K" : "", s->jobs[i].message);
-        }
-        if (s->tty)
-            fprintf(stderr, "\r\033[K[%zu/%zu] %s", s->done, s->n_jobs, s->jobs[i].id);
-        else if (s->done * 10 / s->n_jobs != (s->done - 1) * 10 / s->n_jobs)
-            fprintf(stderr, "lacs-generate: %zu/%zu cases\n", s->done, s->n_jobs);
-        pthread_mutex_unlock(&s->lock);
-    }
-}
-
-/* The manifest of the generated jobs (SPEC.md 10.1), as a string. */
-static char *manifest_json(const job *jobs, size_t n, const char *set)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "format", "lacs-manifest/1");
-    cJSON_AddStringToObject(root, "spec_version", LACS_SPEC_VERSION);
-    cJSON_AddStringToObject(root, "generator_version", LACS_GENERATOR_VERSION);
-    cJSON_AddStringToObject(root, "set", set);
-    cJSON *cases = cJSON_AddArrayToObject(root, "cases");
-    for (size_t i = 0; i < n; i++) {
-        cJSON *e = cJSON_CreateObject();
-        cJSON_AddStringToObject(e, "id", jobs[i].id);
-        cJSON_AddStringToObject(e, "op", jobs[i].c->op);
-        cJSON_AddStringToObject(e, "tier", jobs[i].tier == LACS_TIER_FP32 ? "fp32" : "bf16");
-        cJSON *flags = cJSON_AddArrayToObject(e, "flags");
-        const char *cursor = jobs[i].c->flags, *w;
-        for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0;) {
-            char word[64];
-            snprintf(word, sizeof word, "%.*s", (int)len, w);
-            cJSON_AddItemToArray(flags, cJSON_CreateString(word));
-        }
-        cJSON_AddStringToObject(e, "path", jobs[i].path);
-        cJSON_AddItemToObject(e, "shapes", cJSON_Duplicate(jobs[i].shapes, 1));
-        cJSON_AddNumberToObject(e, "bytes", (double)jobs[i].bytes);
-        cJSON_AddStringToObject(e, "sha256", jobs[i].sha256);
-        cJSON_AddStringToObject(e, "inputs_sha256", jobs[i].inputs_sha256);
-        cJSON_AddItemToArray(cases, e);
-    }
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    return text;
-}
-
-static int write_manifest(const char *path, const char *text, int force)
-{
-    unsigned char *old;
-    size_t old_size;
-    if (read_whole(path, &old, &old_size) == 0) {
-        int same = old_size == strlen(text) + 1 && memcmp(old, text, strlen(text)) == 0;
-        free(old);
-        if (same) {
-            fprintf(stderr, "lacs-generate: %s is unchanged\n", path);
-            return 0;
-        }
-        if (!force) {
-            fprintf(stderr, "lacs-generate: %s differs from the cases generated (hashes or list); "
-                            "not replaced (pass --force to replace it)\n", path);
-            return 1;
-        }
-    }
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        fprintf(stderr, "lacs-generate: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
-        return 1;
-    }
-    fprintf(stderr, "lacs-generate: wrote %s\n", path);
-    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    const char *set = "core", *out_dir = "vectors", *check_dir = NULL, *only = NULL;
-    int force = 0, force_files = 0, list = 0;
+    const char *set = "core", *out_dir = "vectors", *check_dir = NULL, *only = NULL, *manifest = NULL;
+    const char *regenerate = NULL;
+    int force = 0, force_files = 0, list = 0, estimate_only = 0;
     long jobs_wanted = sysconf(_SC_NPROCESSORS_ONLN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -382,6 +120,8 @@ int main(int argc, char **argv)
             force_files = 1;
         } else if (strcmp(a, "--list") == 0) {
             list = 1;
+        } else if (strcmp(a, "--estimate") == 0) {
+            estimate_only = 1;
         } else if (strcmp(a, "--flags") == 0) {
             size_t n_flags;
             const lacs_flag_info *flags = lacs_flags(&n_flags);
@@ -397,14 +137,20 @@ int main(int argc, char **argv)
         } else if (value && strcmp(a, "--check") == 0) {
             check_dir = value;
             i++;
+        } else if (value && strcmp(a, "--check-manifest") == 0) {
+            manifest = value;
+            i++;
+        } else if (value && strcmp(a, "--regenerate") == 0) {
+            regenerate = value;
+            i++;
         } else if (value && strcmp(a, "--only") == 0) {
             only = value;
             i++;
         } else if (value && strcmp(a, "--jobs") == 0) {
             char *end;
             jobs_wanted = strtol(value, &end, 10);
-            if (*end || jobs_wanted < 1) {
-                fprintf(stderr, "lacs-generate: --jobs needs a positive integer, got '%s'\n", value);
+            if (*end || jobs_wanted < 1 || jobs_wanted > 256) {
+                fprintf(stderr, "lacs-generate: --jobs needs an integer from 1 to 256, got '%s'\n", value);
                 return 2;
             }
             i++;
@@ -418,11 +164,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "lacs-generate: --set must be core or full, got '%s'\n", set);
         return 2;
     }
+    if (jobs_wanted < 1)
+        jobs_wanted = 1;
+    const int threads = (int)jobs_wanted;
     const lacs_case_set wanted = strcmp(set, "core") == 0 ? LACS_SET_CORE : LACS_SET_FULL;
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "%s/", set);
 
     size_t n_cases;
     const lacs_case *cases = lacs_catalog(&n_cases);
-    job *jobs = calloc(2 * n_cases + 1, sizeof *jobs);
+    lacs_vector_job *jobs = calloc(2 * n_cases + 1, sizeof *jobs);
     size_t n_jobs = 0;
     for (size_t i = 0; jobs && i < n_cases; i++) {
         if (cases[i].set != wanted)
@@ -431,13 +182,9 @@ int main(int argc, char **argv)
             lacs_tier_mask tier = t == 0 ? LACS_TIER_FP32 : LACS_TIER_BF16;
             if (!(cases[i].tiers & tier))
                 continue;
-            job *j = &jobs[n_jobs];
-            j->c = &cases[i];
-            j->tier = tier;
-            snprintf(j->id, sizeof j->id, "%s-%s-%s", cases[i].op, t == 0 ? "fp32" : "bf16", cases[i].name);
-            if (only && !strstr(j->id, only))
+            lacs_vector_job_init(&jobs[n_jobs], &cases[i], tier, prefix);
+            if (only && !strstr(jobs[n_jobs].id, only))
                 continue;
-            snprintf(j->path, sizeof j->path, "%s/%s/%s.safetensors", set, cases[i].op, j->id);
             n_jobs++;
         }
     }
@@ -453,7 +200,7 @@ int main(int argc, char **argv)
             }
     if (list) {
         for (size_t i = 0; i < n_jobs; i++)
-            printf("%s  [%s]  %s\n", jobs[i].id, jobs[i].c->flags, jobs[i].c->reason);
+            printf("%s  [%s]  %s\n", jobs[i].id, jobs[i].c.flags, jobs[i].c.reason);
         printf("%zu cases\n", n_jobs);
         free(jobs);
         return 0;
@@ -463,8 +210,44 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (manifest) {
+        /* the staleness check of a committed manifest */
+        size_t chosen[64], n_chosen = 0;
+        if (regenerate) {
+            for (const char *p = regenerate; *p && n_chosen < 64;) {
+                size_t len = strcspn(p, ",");
+                size_t k = 0;
+                while (k < n_jobs && !(strlen(jobs[k].id) == len && strncmp(jobs[k].id, p, len) == 0))
+                    k++;
+                if (k == n_jobs) {
+                    fprintf(stderr, "lacs-generate: --regenerate: no case '%.*s' in the %s set\n", (int)len, p, set);
+                    return 2;
+                }
+                chosen[n_chosen++] = k;
+                p += len + (p[len] == ',');
+            }
+        } else {
+            cheapest_per_tier(jobs, n_jobs, chosen, &n_chosen);
+        }
+        fprintf(stderr, "lacs-generate: checking %s against the %s set of the code (generator %s, spec %s)\n",
+                manifest, set, LACS_GENERATOR_VERSION, LACS_SPEC_VERSION);
+        const int problems = lacs_manifest_check(manifest, jobs, n_jobs, chosen, n_chosen, threads, stderr);
+        for (size_t k = 0; k < n_chosen; k++)
+            fprintf(stderr, "lacs-generate: regenerated %s whole (%.1f s)\n", jobs[chosen[k]].id,
+                    jobs[chosen[k]].seconds);
+        if (problems)
+            printf("lacs-generate --check-manifest %s: %d problem%s: the manifest is stale; regenerate it with "
+                   "lacs-generate --set %s --force (SPEC.md 10.7)\n", manifest, problems, problems == 1 ? "" : "s",
+                   set);
+        else
+            printf("lacs-generate --check-manifest %s: %zu cases listed as the code generates them (versions, "
+                   "list, inputs; %zu regenerated whole)\n", manifest, n_jobs, n_chosen);
+        free(jobs);
+        return problems ? 1 : 0;
+    }
+
     /* Refuse before any work if a file would be replaced without leave. */
-    if (!check_dir && !force_files) {
+    if (!check_dir && !force_files && !estimate_only) {
         size_t existing = 0;
         const char *first = NULL;
         char full[1024];
@@ -481,46 +264,64 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    run_state s = {jobs, n_jobs, 0, 0, 0, PTHREAD_MUTEX_INITIALIZER, out_dir, check_dir, force_files,
-                   isatty(STDERR_FILENO)};
-    int n_threads = (int)(jobs_wanted < (long)n_jobs ? jobs_wanted : (long)n_jobs);
-    pthread_t threads[64];
-    if (n_threads > 64)
-        n_threads = 64;
-    for (int t = 0; t < n_threads; t++)
-        pthread_create(&threads[t], NULL, worker, &s);
-    for (int t = 0; t < n_threads; t++)
-        pthread_join(threads[t], NULL);
-    if (s.tty)
-        fprintf(stderr, "\r\033[K");
 
-    double worst_certified = 0;
+    /* The estimate: sizes always (cheap); the time, measured on twins, for a large run or when asked. */
+    lacs_vector_estimate e;
+    if (lacs_vector_estimate_run(jobs, n_jobs, threads, 0, &e) != LACS_OK) {
+        fprintf(stderr, "lacs-generate: %s\n", lacs_last_error());
+        free(jobs);
+        return 1;
+    }
+    if (estimate_only || (double)e.bytes > LARGE_RUN_BYTES) {
+        if (lacs_vector_estimate_run(jobs, n_jobs, threads, 1, &e) != LACS_OK) {
+            fprintf(stderr, "lacs-generate: %s\n", lacs_last_error());
+            free(jobs);
+            return 1;
+        }
+        print_estimate(&e, n_jobs, threads);
+        if (estimate_only) {
+            free(jobs);
+            return 0;
+        }
+    }
+
+    lacs_vector_run_options options = {"lacs-generate", check_dir ? NULL : out_dir, check_dir, force_files, threads,
+                                       isatty(STDERR_FILENO), e.seconds};
+    const size_t failed = lacs_vector_run(jobs, n_jobs, &options);
+
+    double worst_certified = 0, slowest = 0;
     long long total_bytes = 0;
+    const char *slowest_id = "";
     for (size_t i = 0; i < n_jobs; i++) {
         if (jobs[i].certified > worst_certified)
             worst_certified = jobs[i].certified;
+        if (jobs[i].seconds > slowest) {
+            slowest = jobs[i].seconds;
+            slowest_id = jobs[i].id;
+        }
         total_bytes += jobs[i].bytes;
     }
-    int status = s.failed ? 1 : 0;
+    int status = failed ? 1 : 0;
     if (check_dir) {
-        printf("lacs-generate --check %s: %zu cases, %zu differ; worst certified error %.2g\n", check_dir,
-               n_jobs, s.failed, worst_certified);
+        printf("lacs-generate --check %s: %zu cases, %zu differ; worst certified error %.2g\n", check_dir, n_jobs,
+               failed, worst_certified);
     } else {
-        printf("lacs-generate: %zu cases, %zu failed, %.1f MiB; worst certified error %.2g\n", n_jobs, s.failed,
-               (double)total_bytes / (1024.0 * 1024.0), worst_certified);
-        if (!s.failed && !only) {
-            char *text = manifest_json(jobs, n_jobs, set);
+        printf("lacs-generate: %zu cases, %zu failed, %.1f MiB; worst certified error %.2g; slowest case %s "
+               "(%.1f s)\n", n_jobs, failed, (double)total_bytes / (1024.0 * 1024.0), worst_certified, slowest_id,
+               slowest);
+        if (!failed && !only) {
+            char *text = lacs_manifest_json(jobs, n_jobs, set, NULL);
             char path[1024];
             snprintf(path, sizeof path, "%s/%s", out_dir, wanted == LACS_SET_CORE ? "MANIFEST.json"
                                                                                   : "MANIFEST-full.json");
-            status = text ? write_manifest(path, text, force) : 1;
+            status = text ? lacs_manifest_write(path, text, force, "lacs-generate") : 1;
             free(text);
         } else if (only) {
             fprintf(stderr, "lacs-generate: --only: the manifest is not written\n");
         }
     }
     for (size_t i = 0; i < n_jobs; i++)
-        cJSON_Delete(jobs[i].shapes);
+        lacs_vector_job_free(&jobs[i]);
     free(jobs);
     return status;
 }

@@ -733,7 +733,11 @@ static int vjp_split(lacs_golden *g, const lacs_case *c, const lacs_param *param
     return rc;
 }
 
-int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
+/* How far build goes: everything; the inputs only; their shapes only (zeros, not drawn). */
+enum { BUILD_ALL, BUILD_INPUTS, BUILD_SHAPES };
+
+/* lacs_golden_build and its variants: `seed` NULL for the id's. */
+static int build(const lacs_case *c, lacs_tier_mask tier, const uint64_t *seed, int how, lacs_golden *g)
 {
     memset(g, 0, sizeof *g);
     const lacs_op_info *info = lacs_op_find(c->op);
@@ -745,12 +749,12 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
     g->tier = tier == LACS_TIER_FP32 ? "fp32" : "bf16";
     const lacs_dtype dtype = tier == LACS_TIER_FP32 ? LACS_F32 : LACS_BF16;
     snprintf(g->id, sizeof g->id, "%s-%s-%s", c->op, g->tier, c->name);
-    g->seed = lacs_fnv1a64(g->id) >> 11; /* 53 bits: exact as a JSON number */
+    g->seed = seed ? *seed : lacs_fnv1a64(g->id) >> 11; /* 53 bits: exact as a JSON number */
 
     /* inputs, in the order of the recipes */
-    int64_t offsets[64], n_offsets = 0, n_seqs = c->B;
+    int64_t offsets[LACS_CASE_MAX_SEQUENCES + 1], n_offsets = 0, n_seqs = c->B;
     if (c->cu_seqlens) {
-        n_offsets = parse_offsets(c->cu_seqlens, offsets, 64);
+        n_offsets = parse_offsets(c->cu_seqlens, offsets, LACS_CASE_MAX_SEQUENCES + 1);
         if (n_offsets < 1)
             return recipe_error(c, "bad cu_seqlens", c->cu_seqlens);
         n_seqs = n_offsets - 1;
@@ -767,6 +771,8 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
                 rc = recipe_error(c, "unknown input", r.tensor);
             else if (!t)
                 rc = lacs_internal_error(LACS_ERR_MEMORY, c->op, "case '%s': out of memory", c->name);
+            else if (how == BUILD_SHAPES)
+                continue; /* calloc'd: zeros, and no page touched */
             else if (strcmp(r.name, "copy") == 0) {
                 const lacs_tensor *source = lacs_golden_find(g, r.source);
                 if (!source || lacs_tensor_count(source) != lacs_tensor_count(t))
@@ -794,6 +800,8 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
     if (rc != LACS_OK)
         return fail(g, rc);
     g->n_inputs = g->n_tensors;
+    if (how != BUILD_ALL)
+        return LACS_OK;
 
     /* parameters: the catalog's, then every one the op reads at its default */
     lacs_param params[8];
@@ -887,4 +895,24 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
     if (rc != LACS_OK)
         return fail(g, rc);
     return LACS_OK;
+}
+
+int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
+{
+    return build(c, tier, NULL, BUILD_ALL, g);
+}
+
+int lacs_golden_build_seeded(const lacs_case *c, lacs_tier_mask tier, const uint64_t *seed, lacs_golden *g)
+{
+    return build(c, tier, seed, BUILD_ALL, g);
+}
+
+int lacs_golden_inputs(const lacs_case *c, lacs_tier_mask tier, const uint64_t *seed, lacs_golden *g)
+{
+    return build(c, tier, seed, BUILD_INPUTS, g);
+}
+
+int lacs_golden_input_shapes(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
+{
+    return build(c, tier, NULL, BUILD_SHAPES, g);
 }

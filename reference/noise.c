@@ -26,11 +26,17 @@ void lacs_internal_perturb_state(double *x, int64_t n)
 {
     if (!noise_on)
         return;
+    /* factor[bit], not a branch on a random bit (mispredicted half the time):
+     * the same products, several times faster */
+    const double factor[2] = {1 - noise_delta, 1 + noise_delta};
+    lacs_rng rng = noise_rng;
     for (int64_t i = 0; i < n; i += 64) {
-        uint64_t bits = lacs_rng_next(&noise_rng);
-        for (int64_t j = i; j < n && j < i + 64; j++)
-            x[j] *= (bits >> (j - i)) & 1 ? 1 + noise_delta : 1 - noise_delta;
+        uint64_t bits = lacs_rng_next(&rng);
+        const int64_t end = n - i < 64 ? n : i + 64;
+        for (int64_t j = i; j < end; j++, bits >>= 1)
+            x[j] *= factor[bits & 1];
     }
+    noise_rng = rng;
 }
 
 /* A value an implementation may store in the tier's own precision between two

@@ -23,6 +23,8 @@ extern "C" {
 /* The largest normwise difference allowed between a golden and its long
  * double recomputation (SPEC.md 10.4). */
 #define LACS_CERTIFY_BOUND 1e-12
+/* The most sequences a varlen case (cu_seqlens) may pack. */
+#define LACS_CASE_MAX_SEQUENCES 1024
 
 typedef enum { LACS_TIER_FP32 = 1, LACS_TIER_BF16 = 2, LACS_TIER_BOTH = 3 } lacs_tier_mask;
 typedef enum { LACS_SET_CORE = 0, LACS_SET_FULL = 1 } lacs_case_set;
@@ -77,6 +79,16 @@ typedef struct {
  * certification exceeds LACS_CERTIFY_BOUND. */
 int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g);
 void lacs_golden_free(lacs_golden *g);
+/* As lacs_golden_build, with the seed given instead of the id's (SPEC.md
+ * 10.8: a user-shaped vector's --seed); NULL: the id's. */
+int lacs_golden_build_seeded(const lacs_case *c, lacs_tier_mask tier, const uint64_t *seed, lacs_golden *g);
+/* Only the inputs of case c (n_tensors == n_inputs, no metadata), drawn and
+ * rounded exactly as lacs_golden_build draws them: what a manifest's
+ * inputs_sha256 covers, at a fraction of the cost. */
+int lacs_golden_inputs(const lacs_case *c, lacs_tier_mask tier, const uint64_t *seed, lacs_golden *g);
+/* The inputs' names, dtypes and shapes only (their data zeros, not drawn;
+ * the recipes parsed, not run): the size of a case, cheaply. */
+int lacs_golden_input_shapes(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g);
 /* The tensor named `name` (e.g. "q", "expected.o"), or NULL. */
 const lacs_tensor *lacs_golden_find(const lacs_golden *g, const char *name);
 

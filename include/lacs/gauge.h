@@ -61,6 +61,20 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
                        int n_params, const lacs_tensor *expected, int n_outputs, int fp32, uint64_t seed,
                        double **gauges);
 
+/* How lacs_gauge_compute runs its samples, for the calling thread (the
+ * generator's workers set it per case): `threads` samples at once (1, the
+ * default: one after the other; at most LACS_GAUGE_SAMPLES), each on its own
+ * copy of the inputs and outputs. The perturbations are drawn in sample order
+ * from the one stream and the sums added in sample order, so the gauge is
+ * bit-identical for any count. `on_sample(context)`, if not NULL, is called
+ * after each sample (from the thread that ran it): a progress display. */
+typedef struct {
+    int threads;
+    void (*on_sample)(void *context);
+    void *context;
+} lacs_gauge_parallelism;
+void lacs_gauge_set_parallelism(const lacs_gauge_parallelism *parallelism);
+
 /* The length factor L of output `output` of `op` (SPEC.md 11.3): in the fp32
  * tier sqrt(n), n the longest sum that makes one element (K for the recurrent
  * ops and the states, max(K, the longest sequence) for attention, dim for the
