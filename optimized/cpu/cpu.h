@@ -1,6 +1,7 @@
 /* builtin:cpu internals: what the family files (recurrent.c, attention.c,
  * norms.c, mesa.c) share. dispatch.c implements it, except the GEMM kernels
- * (gemm_scalar.c, gemm_avx2.c, gemm_avx512.c: one table per instruction set).
+ * (gemm_frame.h over the microkernels of gemm_scalar.c, gemm_avx2.c and
+ * gemm_avx512.c: one table per instruction set).
  */
 #ifndef LACS_CPU_INTERNAL_H
 #define LACS_CPU_INTERNAL_H
@@ -17,6 +18,14 @@ typedef enum { LACS_ISA_SCALAR = 0, LACS_ISA_AVX2 = 1, LACS_ISA_AVX512 = 2 } lac
 
 /* ---- the GEMM kernels of one instruction set ---- */
 
+/* Options of the general products (gemm_frame.h). */
+enum {
+    LACS_GEMM_A_TRANSPOSED = 1, /* sgemm: op(A) = A^T, A given as [k x m] (lda) */
+    LACS_GEMM_B_TRANSPOSED = 2, /* sgemm: op(B) = B^T, B given as [n x k] (ldb) */
+    LACS_GEMM_A_LOWER = 4,      /* op(A)[i][p] = 0 for p > i (stored as 0): the frame may skip those products */
+    LACS_GEMM_C_LOWER = 8       /* only C[i][j], j <= i, is wanted: some of the others may be left as they were */
+};
+
 typedef struct {
     const char *isa;
     /* C[m x n] = A[m x k] B[k x n], or C += A B when `accumulate`; row-major,
@@ -28,6 +37,12 @@ typedef struct {
      * row-major, B packed by lacs_cpu_pack_bf16_* (k rounded up to even). */
     void (*bgemm)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp, float *C,
                   int64_t ldc, int accumulate);
+    /* The general forms: C = op(A) op(B) + beta C (beta = 0 reads nothing of
+     * C), with the LACS_GEMM_* flags (bgemm: the two LOWER flags only). */
+    void (*sgemm_general)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          float *C, int64_t ldc, float beta, unsigned flags);
+    void (*bgemm_general)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,
+                          float *C, int64_t ldc, float beta, unsigned flags);
 } lacs_cpu_gemm;
 
 extern const lacs_cpu_gemm lacs_cpu_gemm_scalar;
