@@ -190,7 +190,7 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
     if (rc != LACS_OK)
         return rc;
     /* The binary32 softcap kernels need cap and x / cap in fp32's range
-     * (norms_avx512.c); a cap outside [2^-100, 2^100] takes the double ones. */
+     * (norms_vector.h); a cap outside [2^-100, 2^100] takes the double ones. */
     if (is_softcap && (param < 0x1p-100 || param > 0x1p100))
         k = &lacs_cpu_norm_kernels_scalar;
 

@@ -3,15 +3,17 @@
  * into blocks of rows, runs the blocks on threads and reduces the per-block
  * sums; the kernels here do the arithmetic of one block or one row.
  *
- *   norms_scalar.c  every kernel in double arithmetic (CPUs without AVX2,
- *                   LACS_ISA=scalar, and softcap with a cap outside the range
- *                   the binary32 kernels are written for);
- *   norms_avx2.c    8 fp32 lanes, FMA;
- *   norms_avx512.c  16 fp32 lanes, FMA, masked tails.
+ *   norms_scalar.c    every kernel in double arithmetic (CPUs without AVX2,
+ *                     LACS_ISA=scalar, and softcap with a cap outside the
+ *                     range the binary32 kernels are written for);
+ *   norms_vector.h    the binary32 vector kernels, written once over a
+ *                     primitive layer, and built twice: norms_avx2.c (over
+ *                     simd_avx2.h, 8 lanes) and norms_avx512.c (over
+ *                     simd_avx512.h, 16 lanes).
  *
  * The element-wise functions (tanh, sech^2, DyT, DyISRU, softcap) are
  * computed in binary32 by the vector kernels, with the error bounds stated in
- * their files; the VJPs' products, every sum (dalpha, dC, dcap, dweight,
+ * norms_vector.h; the VJPs' products, every sum (dalpha, dC, dcap, dweight,
  * dbias) and every row reduction of rmsnorm and l2norm are formed in double.
  */
 #ifndef LACS_CPU_NORMS_H
