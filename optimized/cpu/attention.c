@@ -927,3 +927,37 @@ int lacs_cpu_attention(const lacs_cpu_call *c)
         return path_attn(c);
     return LACS_UNSUPPORTED;
 }
+
+/* ---- figures for the bench ---- */
+
+/* The dense products of the blocked algorithms above for one head of one
+ * sequence of T tokens: per query block, the logits and the weighted values
+ * of every key block up to the diagonal (computed whole: the mask acts after
+ * the product), and for PaTH its transitions' work (path_block_task: the
+ * Gram products, the UT solve, K~ and M; path_query_task: the diagonal
+ * block's extra products and Y carried over each earlier block). */
+double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
+{
+    const int path = strcmp(op, "path_attn") == 0;
+    if (!path && strcmp(op, "softmax_attn") != 0 && strcmp(op, "fox") != 0)
+        return NAN;
+    double flops = 0;
+    for (int64_t a = 0; a * BLOCK < T; a++) {
+        const double rows = (double)(T - a * BLOCK < BLOCK ? T - a * BLOCK : BLOCK);
+        for (int64_t b = 0; b <= a; b++) {
+            const double keys = b == a ? rows : BLOCK;
+            flops += 2 * rows * keys * (double)(K + V);
+            if (path && b > 0 && b < a)
+                flops += 2 * rows * (double)K * (double)K;
+        }
+        if (path) {
+            flops += 2 * rows * 2 * BLOCK * (double)K               /* [W W^T | W K^T] */
+                     + rows * rows * (double)(K + BLOCK)             /* the UT solve */
+                     + 2 * (double)K * rows * rows                   /* K~ */
+                     + 2 * (double)K * (double)K * rows              /* M */
+                     + 2 * rows * 2 * BLOCK * (double)K              /* the diagonal [Q W^T | Q K^T] */
+                     + 2 * rows * rows * rows + 2 * rows * rows * K; /* its -DC and -U products */
+        }
+    }
+    return flops;
+}

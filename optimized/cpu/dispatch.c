@@ -294,6 +294,20 @@ int lacs_cpu_environment_check(void)
     return rc != LACS_OK ? rc : check_threads_env();
 }
 
+/* ---- figures for the bench ---- */
+
+double lacs_cpu_algorithm_flops(const char *op, int64_t T, int64_t K, int64_t V)
+{
+    const lacs_op_info *info = lacs_op_find(op);
+    if (!info)
+        return NAN;
+    if (info->family == LACS_FAMILY_RECURRENT)
+        return lacs_cpu_chunk_flops(T, K, V);
+    if (info->family == LACS_FAMILY_ATTENTION)
+        return lacs_cpu_attention_flops(op, T, K, V);
+    return NAN;
+}
+
 /* ---- the call ---- */
 
 int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params, int n_params,
