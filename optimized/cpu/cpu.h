@@ -34,7 +34,7 @@ typedef struct {
     void (*sgemm)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
                   float *C, int64_t ldc, int accumulate);
     /* The same with bf16 operands and fp32 accumulation: A [m x k] bf16
-     * row-major, B packed by lacs_cpu_pack_bf16_* (k rounded up to even). */
+     * row-major, B packed by lacs_cpu_pack_bf16 (k rounded up to even). */
     void (*bgemm)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp, float *C,
                   int64_t ldc, int accumulate);
     /* The general forms: C = op(A) op(B) + beta C (beta = 0 reads nothing of
@@ -57,8 +57,6 @@ const lacs_cpu_gemm *lacs_cpu_gemm_for(lacs_cpu_isa isa);
 size_t lacs_cpu_packed_bf16_size(int64_t k, int64_t n);
 /* From B [k x n] row-major (leading dimension ldb). */
 void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, uint16_t *Bp);
-/* From B's transpose Bt [n x k] row-major (leading dimension ldbt): B[p][j] = Bt[j][p]. */
-void lacs_cpu_pack_bf16_transposed(int64_t k, int64_t n, const uint16_t *Bt, int64_t ldbt, uint16_t *Bp);
 
 /* ---- bfloat16 ---- */
 
@@ -76,12 +74,6 @@ static inline uint16_t lacs_cpu_f32_to_bf16(float f)
     return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
 }
 static inline float lacs_cpu_round_bf16(float f) { return lacs_cpu_bf16_to_f32(lacs_cpu_f32_to_bf16(f)); }
-
-/* x [m x k] (leading dimension ldx) rounded to bf16 into out [m x k]
- * (contiguous): lacs_cpu_f32_to_bf16 on each, or vcvtneps2bf16 for
- * LACS_ISA_AVX512 (bf16_avx512.c; subnormals to zero). */
-void lacs_cpu_round_bf16_rows(lacs_cpu_isa isa, int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out);
-void lacs_cpu_round_bf16_rows_avx512(int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out);
 
 /* Element i of a floating-point tensor, F32 or BF16, as fp32 (exact). */
 static inline float lacs_cpu_tensor_at(const lacs_tensor *t, int64_t i)
@@ -140,7 +132,7 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
 /* ---- figures for the bench ---- */
 
 /* The chunk length of the recurrent family's chunk algorithm. */
-#define LACS_CPU_CHUNK 64
+#define LACS_CPU_CHUNK 32
 /* The floating-point operations builtin:cpu's algorithm performs for `op` on
  * one head of one sequence of T tokens (K, V the head dims), counted as its
  * dense products (the recurrent family with scalar or no gates): the

@@ -267,26 +267,6 @@ void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, ui
         }
 }
 
-void lacs_cpu_pack_bf16_transposed(int64_t k, int64_t n, const uint16_t *Bt, int64_t ldbt, uint16_t *Bp)
-{
-    for (int64_t p = 0; p < k; p += 2)
-        for (int64_t j = 0; j < n; j++) {
-            Bp[(p / 2) * 2 * n + 2 * j] = Bt[j * ldbt + p];
-            Bp[(p / 2) * 2 * n + 2 * j + 1] = p + 1 < k ? Bt[j * ldbt + p + 1] : 0;
-        }
-}
-
-void lacs_cpu_round_bf16_rows(lacs_cpu_isa isa, int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out)
-{
-    if (isa == LACS_ISA_AVX512) {
-        lacs_cpu_round_bf16_rows_avx512(m, k, x, ldx, out);
-        return;
-    }
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t p = 0; p < k; p++)
-            out[i * k + p] = lacs_cpu_f32_to_bf16(x[i * ldx + p]);
-}
-
 int lacs_cpu_environment_check(void)
 {
     lacs_cpu_isa isa;

@@ -53,12 +53,12 @@
 
 static inline __attribute__((always_inline)) void gemm_micro_f32(int rows, int64_t k, const float *A, int64_t lda,
                                                                   const float *B, int64_t ldb, float *C, int64_t ldc,
-                                                                  int load_c)
+                                                                  float beta)
 {
     __m512 acc[GEMM_MR][2];
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < 2; v++)
-            acc[r][v] = load_c ? _mm512_loadu_ps(C + r * ldc + 16 * v) : _mm512_setzero_ps();
+            acc[r][v] = beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(C + r * ldc + 16 * v));
     int64_t p = 0;
     do { /* k >= 1: a loop that is always entered keeps the accumulators in registers (GCC 12) */
         const __m512 b0 = _mm512_loadu_ps(B + p * ldb), b1 = _mm512_loadu_ps(B + p * ldb + 16);
@@ -75,12 +75,12 @@ static inline __attribute__((always_inline)) void gemm_micro_f32(int rows, int64
 
 static inline __attribute__((always_inline)) void gemm_micro_bf16(int rows, int64_t pairs, const uint16_t *A, int64_t lda,
                                                                    const uint16_t *B, int64_t ldb, float *C,
-                                                                   int64_t ldc, int load_c)
+                                                                   int64_t ldc, float beta)
 {
     __m512 acc[GEMM_MR][2];
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < 2; v++)
-            acc[r][v] = load_c ? _mm512_loadu_ps(C + r * ldc + 16 * v) : _mm512_setzero_ps();
+            acc[r][v] = beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(C + r * ldc + 16 * v));
     int64_t q = 0;
     do { /* pairs >= 1 */
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B + q * ldb);

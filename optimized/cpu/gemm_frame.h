@@ -14,15 +14,16 @@
  *                      GEMM_KC counts pairs of k in bgemm), 0 when bgemm
  *                      widens its operands to fp32 (exactly) and runs the
  *                      fp32 microkernel
- *   gemm_micro_f32(rows, k, A, lda, B, ldb, C, ldc, load_c)
- *       C[rows x NR] = A[rows x k] B[k x NR], or C += A B when load_c,
- *       1 <= rows <= MR, all NR columns present; A row-major (lda), B
- *       row-major (ldb); without load_c nothing of C is read (a NaN there
- *       does not propagate). Each element a sum over p in increasing order,
- *       one FMA per product. Always inlined: the frame calls it with each
- *       row count as a constant (frame_micro_*), so that its accumulators
- *       stay in registers.
- *   gemm_micro_bf16(rows, pairs, A, lda, B, ldb, C, ldc, load_c)   (GEMM_BF16_NATIVE)
+ *   gemm_micro_f32(rows, k, A, lda, B, ldb, C, ldc, beta)
+ *       C[rows x NR] = A[rows x k] B[k x NR] + beta C, 1 <= rows <= MR,
+ *       k >= 1, all NR columns present; A row-major (lda), B row-major
+ *       (ldb); beta = 0 reads nothing of C (a NaN there does not propagate),
+ *       else the sum starts from beta C (one rounding; exact for beta = 1).
+ *       Each element a sum over p in increasing order, one FMA per product.
+ *       Always inlined: the frame calls it with each row count as a
+ *       constant (frame_micro_*), so that its accumulators stay in
+ *       registers.
+ *   gemm_micro_bf16(rows, pairs, A, lda, B, ldb, C, ldc, beta)   (GEMM_BF16_NATIVE)
  *       the same over `pairs` pairs of k: A bf16 rows of 2 pairs elements,
  *       B pairs of rows interleaved (the layout of lacs_cpu_pack_bf16, ldb
  *       uint16 from one pair to the next).
@@ -40,8 +41,6 @@
  * C carries the partial sums from one block of k to the next (fp32, as the
  * accumulators), so the order of the sum is the same whatever the blocking:
  * |C - AB| <= gamma_k |A||B| elementwise (gamma_k = k u / (1 - k u)).
- *
- * A beta other than 0 and 1 scales C first, in a pass of its own.
  *
  * Options (flags, cpu.h): op(A) = A^T or op(B) = B^T read transposed by the
  * packing; LACS_GEMM_A_LOWER (op(A) is lower triangular: the products of its
@@ -109,13 +108,13 @@ static void frame_pack_a_f32(const float *A, int64_t lda, int transposed, int64_
 /* ---- the edges ---- */
 
 /* A panel cut by n: its tiles are computed on buffer[rows][GEMM_NR], which
- * holds C's present elements (0 elsewhere, and everywhere without load_c)
+ * holds C's present elements (0 elsewhere, and everywhere for beta = 0)
  * and goes back to them after. */
-static void frame_edge_load(const float *C, int64_t ldc, int64_t rows, int64_t cols, int load_c, float *buffer)
+static void frame_edge_load(const float *C, int64_t ldc, int64_t rows, int64_t cols, float beta, float *buffer)
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < GEMM_NR; j++)
-            buffer[r * GEMM_NR + j] = load_c && j < cols ? C[r * ldc + j] : 0.0f;
+            buffer[r * GEMM_NR + j] = beta != 0.0f && j < cols ? C[r * ldc + j] : 0.0f;
 }
 
 static void frame_edge_store(const float *buffer, int64_t rows, int64_t cols, float *C, int64_t ldc)
@@ -158,26 +157,26 @@ static void frame_edge_store(const float *buffer, int64_t rows, int64_t cols, fl
 #endif
 
 static void frame_micro_f32(int64_t rows, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                            float *C, int64_t ldc, int load_c)
+                            float *C, int64_t ldc, float beta)
 {
-    FRAME_ROWS_SWITCH(gemm_micro_f32, rows, k, A, lda, B, ldb, C, ldc, load_c)
+    FRAME_ROWS_SWITCH(gemm_micro_f32, rows, k, A, lda, B, ldb, C, ldc, beta)
 }
 
 /* One tile: on C in place, or, when the panel is cut by n, on a buffer. */
 static void frame_tile_f32(int64_t rows, int64_t cols, int64_t k, const float *A, int64_t lda, const float *B,
-                           int64_t ldb, float *C, int64_t ldc, int load_c)
+                           int64_t ldb, float *C, int64_t ldc, float beta)
 {
     if (cols == GEMM_NR) {
-        frame_micro_f32(rows, k, A, lda, B, ldb, C, ldc, load_c);
+        frame_micro_f32(rows, k, A, lda, B, ldb, C, ldc, beta);
         return;
     }
     float buffer[GEMM_MR * GEMM_NR];
-    frame_edge_load(C, ldc, rows, cols, load_c, buffer);
-    frame_micro_f32(rows, k, A, lda, B, ldb, buffer, GEMM_NR, load_c);
+    frame_edge_load(C, ldc, rows, cols, beta, buffer);
+    frame_micro_f32(rows, k, A, lda, B, ldb, buffer, GEMM_NR, beta);
     frame_edge_store(buffer, rows, cols, C, ldc);
 }
 
-/* ---- C = beta C on its own (k = 0, a tile no block of k reaches, or a beta other than 0 and 1) ---- */
+/* ---- C = beta C on its own (k = 0, or a tile no block of k reaches) ---- */
 
 static void frame_scale_c(int64_t rows, int64_t cols, float *C, int64_t ldc, float beta)
 {
@@ -221,17 +220,15 @@ static void frame_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t
     if (m <= 0 || n <= 0)
         return;
     const int a_transposed = (flags & LACS_GEMM_A_TRANSPOSED) != 0, b_transposed = (flags & LACS_GEMM_B_TRANSPOSED) != 0;
-    if (k <= 0 || (beta != 0.0f && beta != 1.0f)) {
+    if (k <= 0) {
         frame_scale_all(m, n, C, ldc, beta, flags);
-        if (k <= 0)
-            return;
-        beta = 1.0f;
+        return;
     }
     float panel[GEMM_KC * GEMM_NR];
     float a_tile[GEMM_MR * GEMM_KC];
     for (int64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
         const int64_t kb = frame_min(GEMM_KC, k - p0);
-        const int load_c = p0 > 0 || beta != 0.0f; /* later blocks add to the partial sums */
+        const float block_beta = p0 > 0 ? 1.0f : beta; /* later blocks add to the partial sums */
         for (int64_t j0 = 0; j0 < n; j0 += GEMM_NR) {
             const int64_t cols = frame_min(GEMM_NR, n - j0);
             const int64_t first_tile = frame_first_tile(flags, j0);
@@ -260,7 +257,7 @@ static void frame_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t
                     a = a_tile;
                     a_ld = tile_k;
                 }
-                frame_tile_f32(rows, cols, tile_k, a, a_ld, b, b_ld, c, ldc, load_c);
+                frame_tile_f32(rows, cols, tile_k, a, a_ld, b, b_ld, c, ldc, block_beta);
             }
         }
     }
@@ -271,9 +268,9 @@ static void frame_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t
 #if GEMM_BF16_NATIVE
 
 static void frame_micro_bf16(int64_t rows, int64_t pairs, const uint16_t *A, int64_t lda, const uint16_t *B,
-                             int64_t ldb, float *C, int64_t ldc, int load_c)
+                             int64_t ldb, float *C, int64_t ldc, float beta)
 {
-    FRAME_ROWS_SWITCH(gemm_micro_bf16, rows, pairs, A, lda, B, ldb, C, ldc, load_c)
+    FRAME_ROWS_SWITCH(gemm_micro_bf16, rows, pairs, A, lda, B, ldb, C, ldc, beta)
 }
 
 /* Pairs q0 .. q0 + pairs - 1 of the packed B, columns j0 .. j0 + cols - 1, into
@@ -308,15 +305,15 @@ static void frame_pack_a_bf16(const uint16_t *A, int64_t lda, int64_t k, int64_t
 }
 
 static void frame_tile_bf16(int64_t rows, int64_t cols, int64_t pairs, const uint16_t *A, int64_t lda,
-                            const uint16_t *B, int64_t ldb, float *C, int64_t ldc, int load_c)
+                            const uint16_t *B, int64_t ldb, float *C, int64_t ldc, float beta)
 {
     if (cols == GEMM_NR) {
-        frame_micro_bf16(rows, pairs, A, lda, B, ldb, C, ldc, load_c);
+        frame_micro_bf16(rows, pairs, A, lda, B, ldb, C, ldc, beta);
         return;
     }
     float buffer[GEMM_MR * GEMM_NR];
-    frame_edge_load(C, ldc, rows, cols, load_c, buffer);
-    frame_micro_bf16(rows, pairs, A, lda, B, ldb, buffer, GEMM_NR, load_c);
+    frame_edge_load(C, ldc, rows, cols, beta, buffer);
+    frame_micro_bf16(rows, pairs, A, lda, B, ldb, buffer, GEMM_NR, beta);
     frame_edge_store(buffer, rows, cols, C, ldc);
 }
 
@@ -325,18 +322,16 @@ static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int6
 {
     if (m <= 0 || n <= 0)
         return;
-    if (k <= 0 || (beta != 0.0f && beta != 1.0f)) {
+    if (k <= 0) {
         frame_scale_all(m, n, C, ldc, beta, flags);
-        if (k <= 0)
-            return;
-        beta = 1.0f;
+        return;
     }
     const int64_t all_pairs = (k + 1) / 2;
     uint16_t panel[GEMM_KC * 2 * GEMM_NR];
     uint16_t a_tile[GEMM_MR * 2 * GEMM_KC];
     for (int64_t q0 = 0; q0 < all_pairs; q0 += GEMM_KC) {
         const int64_t pairs = frame_min(GEMM_KC, all_pairs - q0), p0 = 2 * q0;
-        const int load_c = q0 > 0 || beta != 0.0f;
+        const float block_beta = q0 > 0 ? 1.0f : beta;
         for (int64_t j0 = 0; j0 < n; j0 += GEMM_NR) {
             const int64_t cols = frame_min(GEMM_NR, n - j0);
             const int64_t first_tile = frame_first_tile(flags, j0);
@@ -364,7 +359,7 @@ static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int6
                     a = a_tile;
                     a_ld = 2 * tile_pairs;
                 }
-                frame_tile_bf16(rows, cols, tile_pairs, a, a_ld, b, b_ld, c, ldc, load_c);
+                frame_tile_bf16(rows, cols, tile_pairs, a, a_ld, b, b_ld, c, ldc, block_beta);
             }
         }
     }
@@ -411,17 +406,15 @@ static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int6
 {
     if (m <= 0 || n <= 0)
         return;
-    if (k <= 0 || (beta != 0.0f && beta != 1.0f)) {
+    if (k <= 0) {
         frame_scale_all(m, n, C, ldc, beta, flags);
-        if (k <= 0)
-            return;
-        beta = 1.0f;
+        return;
     }
     float panel[GEMM_KC * GEMM_NR];
     float a_block[FRAME_WIDEN_ROWS * GEMM_KC];
     for (int64_t p0 = 0; p0 < k; p0 += GEMM_KC) {
         const int64_t kb = frame_min(GEMM_KC, k - p0);
-        const int load_c = p0 > 0 || beta != 0.0f;
+        const float block_beta = p0 > 0 ? 1.0f : beta;
         for (int64_t ib = 0; ib < m; ib += FRAME_WIDEN_ROWS) {
             const int64_t block_rows = frame_min(FRAME_WIDEN_ROWS, m - ib);
             frame_widen_a(A, lda, ib, block_rows, p0, kb, a_block);
@@ -439,7 +432,7 @@ static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int6
                         continue;
                     }
                     frame_tile_f32(rows, cols, tile_k, a_block + (i0 - ib) * kb, kb, panel, GEMM_NR, c, ldc,
-                                   load_c);
+                                   block_beta);
                 }
             }
         }

@@ -18,13 +18,13 @@
 
 static inline __attribute__((always_inline)) void gemm_micro_f32(int rows, int64_t k, const float *A, int64_t lda,
                                                                   const float *B, int64_t ldb, float *C, int64_t ldc,
-                                                                  int load_c)
+                                                                  float beta)
 {
     /* row by row: the row's GEMM_NR sums stay in registers (four SSE vectors, four independent chains) */
     for (int r = 0; r < rows; r++) {
         float acc[GEMM_NR];
         for (int j = 0; j < GEMM_NR; j++)
-            acc[j] = load_c ? C[r * ldc + j] : 0.0f;
+            acc[j] = beta == 0.0f ? 0.0f : beta * C[r * ldc + j];
         for (int64_t p = 0; p < k; p++) {
             const float a = A[r * lda + p];
             for (int j = 0; j < GEMM_NR; j++)

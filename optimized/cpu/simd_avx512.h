@@ -18,6 +18,7 @@
  *   v_stream(p, v)                a non-temporal store (p aligned to SIMD_LANES floats)
  *   v_load_bf16(p), v_load_bf16_first(p, count)   bf16 widened exactly (a bf16 is the upper half of a binary32)
  *   v_load_any(p, bf16, i, count) element i on of an fp32 or bf16 array, count lanes present
+ *   v_load_strided(p, stride, count)   p[0], p[stride], ... (a column), lanes past count +0
  *   v_set1, v_zero, v_add, v_sub, v_mul, v_div, v_sqrt, v_abs
  *   v_fma(a, b, c) = a b + c, v_fnma(a, b, c) = c - a b, v_fms(a, b, c) = a b - c (one rounding each)
  *   v_min(a, b), v_max(a, b)      b when either is NaN (the x86 rule): put the constant first to keep a NaN
@@ -41,6 +42,13 @@
  *   vd_load_where(p, m, high), vd_store_where(p, v, m, high)   doubles in the lanes of that half of m
  *   vd_reduce_add(v)
  *   simd_prefetch(p)              a hint, never a fault
+ * and, where the set multiplies bf16 (SIMD_BF16_PRODUCTS, this one only):
+ *   v_store_bf16_first(p, v, count)        v rounded to bf16 (nearest even), the first count lanes
+ *   v_store_bf16_pairs(p, even, odd, count) the pairs (bf16(even[j]), bf16(odd[j])) of lanes j < count,
+ *                                          interleaved: the packed layout of bgemm (lacs_cpu_pack_bf16)
+ * (vcvtneps2bf16, like vdpbf16ps, reads fp32 subnormals as zero: an absolute
+ * error below 2^-126 per operand, far below the bf16 tier's rounding of
+ * anything that is not itself negligible).
  */
 #ifndef LACS_CPU_SIMD_AVX512_H
 #define LACS_CPU_SIMD_AVX512_H
@@ -81,6 +89,12 @@ static inline void v_store_first(float *p, vfloat v, int64_t count)
         _mm512_mask_storeu_ps(p, vm_first(count), v);
 }
 static inline void v_stream(float *p, vfloat v) { _mm512_stream_ps(p, v); }
+static inline vfloat v_load_strided(const float *p, int64_t stride, int64_t count)
+{
+    const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32((int)stride));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), vm_first(count), index, p, 4);
+}
 static inline vfloat v_widen_bf16(__m256i half)
 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
@@ -179,6 +193,32 @@ static inline void vd_store_where(double *p, vdouble v, vmask m, int high)
     _mm512_mask_storeu_pd(p, vd_mask_half(m, high), v);
 }
 static inline double vd_reduce_add(vdouble v) { return _mm512_reduce_add_pd(v); }
+
+/* ---- bf16 ---- */
+
+#define SIMD_BF16_PRODUCTS 1
+
+static inline void v_store_bf16_first(uint16_t *p, vfloat v, int64_t count)
+{
+    const __m256i rounded = (__m256i)_mm512_cvtneps_pbh(v);
+    if (count >= 16)
+        _mm256_storeu_si256((__m256i *)p, rounded);
+    else
+        _mm256_mask_storeu_epi16(p, vm_first(count), rounded);
+}
+
+static inline void v_store_bf16_pairs(uint16_t *p, vfloat even, vfloat odd, int64_t count)
+{
+    /* words 0..15 the even row's, 16..31 the odd row's, then interleaved */
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+    const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i pairs = _mm512_permutexvar_epi16(order, both);
+    if (count >= 16)
+        _mm512_storeu_si512(p, pairs);
+    else
+        _mm512_mask_storeu_epi32(p, vm_first(count), pairs);
+}
 
 /* always_inline: GCC 12 finds a function whose only statement is a prefetch
  * free of side effects and deletes its calls before it would inline them. */
