@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,28 +133,131 @@ static int check_threads_env(void)
     return LACS_OK;
 }
 
+/* The threads of lacs_cpu_parallel_for: a pool, started on first use and
+ * kept, so that a short call (a decode step of a tenth of a millisecond)
+ * does not pay for creating threads. Worker w (1 .. n) runs as `thread` w;
+ * the caller is thread 0. One job at a time: a call that finds the pool
+ * busy (another thread of the program calling builtin:cpu at the same time)
+ * creates threads of its own for its job, as the pool does not wait. Items
+ * are handed out by an atomic counter, in order, as threads free up. After
+ * fork() the child starts with no pool (its threads stay in the parent); at
+ * exit or unload the workers are stopped and joined. */
 typedef struct {
     lacs_cpu_task fn;
     void *context;
     int64_t n_items;
+    int threads;
     atomic_llong next;
 } parallel_job;
 
+static void run_items(parallel_job *job, int thread)
+{
+    for (;;) {
+        const long long item = atomic_fetch_add(&job->next, 1);
+        if (item >= job->n_items)
+            break;
+        job->fn(job->context, (int64_t)item, thread);
+    }
+}
+
+#define POOL_MAX_WORKERS 1023
+
+static struct {
+    pthread_mutex_t busy;        /* held by the caller whose job the pool runs */
+    pthread_mutex_t lock;        /* guards what follows */
+    pthread_cond_t wake, finished;
+    int workers;                 /* started */
+    int stopping;
+    unsigned long generation;    /* one per job */
+    parallel_job *job;
+    int running;                 /* workers still in the current job */
+    pthread_t ids[POOL_MAX_WORKERS];
+    unsigned long born[POOL_MAX_WORKERS]; /* the generation when each was started: its first job is the next */
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
+          .lock = PTHREAD_MUTEX_INITIALIZER,
+          .wake = PTHREAD_COND_INITIALIZER,
+          .finished = PTHREAD_COND_INITIALIZER};
+
+static void *pool_worker_main(void *arg)
+{
+    const int thread = (int)(intptr_t)arg;
+    pthread_mutex_lock(&pool.lock);
+    unsigned long seen = pool.born[thread - 1];
+    for (;;) {
+        while (pool.generation == seen && !pool.stopping)
+            pthread_cond_wait(&pool.wake, &pool.lock);
+        if (pool.stopping)
+            break;
+        seen = pool.generation;
+        parallel_job *job = pool.job;
+        if (thread >= job->threads)
+            continue; /* not wanted for this job */
+        pthread_mutex_unlock(&pool.lock);
+        run_items(job, thread);
+        pthread_mutex_lock(&pool.lock);
+        if (--pool.running == 0)
+            pthread_cond_signal(&pool.finished);
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return NULL;
+}
+
+/* The child of a fork() has the pool's memory but none of its threads. */
+static void pool_after_fork_in_child(void)
+{
+    pthread_mutex_init(&pool.busy, NULL);
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pthread_cond_init(&pool.finished, NULL);
+    pool.workers = 0;
+    pool.stopping = 0;
+    pool.job = NULL;
+    pool.running = 0;
+}
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static void pool_register_fork_handler(void) { pthread_atfork(NULL, NULL, pool_after_fork_in_child); }
+
+/* At exit, or when liblacs.so is unloaded: the workers must not outlive the code they run. */
+__attribute__((destructor)) static void pool_stop(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.stopping = 1;
+    pthread_cond_broadcast(&pool.wake);
+    const int workers = pool.workers;
+    pthread_mutex_unlock(&pool.lock);
+    for (int w = 0; w < workers; w++)
+        pthread_join(pool.ids[w], NULL);
+    pool.workers = 0;
+}
+
+/* Threads created for one job, when the pool is busy with another. */
 typedef struct {
     parallel_job *job;
     int thread;
-} parallel_worker;
+} own_worker;
 
-static void *parallel_worker_main(void *arg)
+static void *own_worker_main(void *arg)
 {
-    parallel_worker *w = arg;
-    for (;;) {
-        long long item = atomic_fetch_add(&w->job->next, 1);
-        if (item >= w->job->n_items)
-            break;
-        w->job->fn(w->job->context, (int64_t)item, w->thread);
-    }
+    own_worker *w = arg;
+    run_items(w->job, w->thread);
     return NULL;
+}
+
+static void run_on_own_threads(parallel_job *job)
+{
+    own_worker workers[1024];
+    pthread_t ids[1024];
+    int started = 0;
+    for (int t = 1; t < job->threads; t++) {
+        workers[t] = (own_worker){job, t};
+        if (pthread_create(&ids[t], NULL, own_worker_main, &workers[t]) != 0)
+            break; /* a thread that cannot be created leaves its share to the others */
+        started = t;
+    }
+    run_items(job, 0);
+    for (int t = 1; t <= started; t++)
+        pthread_join(ids[t], NULL);
 }
 
 void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void *context)
@@ -162,22 +266,41 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
         threads = (int)(n_items > 0 ? n_items : 1);
     if (threads < 1)
         threads = 1;
-    parallel_job job = {.fn = fn, .context = context, .n_items = n_items};
+    if (threads > POOL_MAX_WORKERS + 1)
+        threads = POOL_MAX_WORKERS + 1;
+    parallel_job job = {.fn = fn, .context = context, .n_items = n_items, .threads = threads};
     atomic_init(&job.next, 0);
-    parallel_worker workers[1024];
-    pthread_t ids[1024];
-    int started = 1;
-    for (int t = 0; t < threads; t++)
-        workers[t] = (parallel_worker){.job = &job, .thread = t};
-    /* thread 0 is the caller; a thread that cannot be created leaves its share to the others */
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&ids[started], NULL, parallel_worker_main, &workers[started]) != 0)
-            break;
-        started++;
+    if (threads == 1) {
+        run_items(&job, 0);
+        return;
     }
-    parallel_worker_main(&workers[0]);
-    for (int t = 1; t < started; t++)
-        pthread_join(ids[t], NULL);
+    if (pthread_mutex_trylock(&pool.busy) != 0) {
+        run_on_own_threads(&job);
+        return;
+    }
+    pthread_once(&pool_once, pool_register_fork_handler);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.workers < threads - 1 && !pool.stopping) {
+        pool.born[pool.workers] = pool.generation;
+        if (pthread_create(&pool.ids[pool.workers], NULL, pool_worker_main, (void *)(intptr_t)(pool.workers + 1)) != 0)
+            break;
+        pool.workers++;
+    }
+    /* workers 1 .. min(workers, threads - 1) take part; a thread that could not be created leaves its share */
+    const int helpers = pool.workers < threads - 1 ? pool.workers : threads - 1;
+    job.threads = helpers + 1;
+    pool.job = &job;
+    pool.running = helpers;
+    pool.generation++;
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    run_items(&job, 0);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.running > 0)
+        pthread_cond_wait(&pool.finished, &pool.lock);
+    pool.job = NULL;
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.busy);
 }
 
 /* ---- shared helpers ---- */

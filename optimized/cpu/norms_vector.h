@@ -28,6 +28,7 @@
  * correction (2^-14 or better).
  */
 #include <math.h>
+#include <string.h>
 
 #include "norms.h"
 
@@ -183,6 +184,56 @@ static inline vdouble add_scaled_products(vdouble acc, vfloat a, vfloat b, vfloa
     return vd_add_where(acc, m, 1, scaled_product_half(a, b, c, s, n, 1));
 }
 
+/* ---- the VJPs' fast path ----
+ * Where every lane of a vector is tame (x and dy of magnitude at most 2^40,
+ * not NaN; |u| <= 9.5, so that sech^2(u) >= 2^-27; the weights and the
+ * parameter checked once), no product of the VJPs overflows and none
+ * underflows but by the size of its own factors: they are formed in
+ * binary32 (an ordinary fp32 algorithm, a few ulp; SPEC.md 11.1), the sums
+ * in double as everywhere. A vector with any other lane (an infinity, a NaN,
+ * an extreme value) takes the exact path above, which rounds each output
+ * once from double: the special values come out as the reference's. Several
+ * times less work, for the data the ops meet. */
+
+/* The lanes where |v| <= 2^40 (not NaN, not inf). */
+static inline vmask tame(vfloat v) { return vm_le(v_abs(v), v_set1(0x1p40f)); }
+
+/* The lanes where v is 0 or 2^-40 <= |v| <= 2^40: a factor (a weight, a
+ * parameter) whose products with tame values stay normal. */
+static inline vmask tame_factor(vfloat v)
+{
+    const vfloat a = v_abs(v);
+    return vm_or(vm_and(vm_ge(a, v_set1(0x1p-40f)), vm_le(a, v_set1(0x1p40f))), vm_le(a, v_zero()));
+}
+
+/* tanh(u) and sech^2(u) for |u| <= 9.5 from one exp and one reciprocal:
+ * E = expm1(2|u|) = (2^n - 1) + 2^n p with one FMA (tanh_core's; E = p
+ * itself for n = 0: no cancellation near 0), r = 1 / (E + 2) (the
+ * reciprocal refined by one Newton step), tanh(|u|) = E r and
+ * sech^2 = 4 (1 + E) r^2 (= 1 - tanh^2 without its cancellation; E + 2 <=
+ * 2e8, so nothing overflows); u itself below |u| = 2^-12, where sech^2 = 1
+ * to fp32 rounding. About 3 ulp each. */
+static inline void tanh_sech2_tame(vfloat u, vfloat *t, vfloat *s2)
+{
+    const vfloat one = v_set1(1.0f), two = v_set1(2.0f);
+    const vfloat a = v_abs(u);
+    vfloat n;
+    const vfloat p = exp_reduced(v_add(a, a), &n);
+    const vfloat power = v_pow2(n);
+    const vfloat E = v_fma(power, p, v_sub(power, one));
+    const vfloat r = v_reciprocal_fine(v_add(E, two));
+    const vmask tiny = vm_lt(a, v_set1(0x1p-12f));
+    *t = v_select(tiny, v_copysign(v_mul(E, r), u), u);
+    *s2 = v_select(tiny, v_mul(v_mul(v_set1(4.0f), v_add(one, E)), v_mul(r, r)), one);
+}
+
+/* acc += v in double for the lanes of m (v a product formed in fp32). */
+static inline vdouble add_to_sum(vdouble acc, vfloat v, vmask m)
+{
+    acc = vd_add_where(acc, m, 0, vd_half(v, 0));
+    return vd_add_where(acc, m, 1, vd_half(v, 1));
+}
+
 static void norms_tanh(const float *x, float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i += SIMD_LANES)
@@ -211,51 +262,6 @@ static inline vfloat dyt_lanes(vfloat x, vfloat w, vfloat bias, vfloat alpha)
     const vfloat u = v_mul(alpha, x);
     const vfloat y = v_fma(w, tanh_core(u), bias);
     return v_select(vm_lt(v_abs(u), v_set1(0x1p-12f)), y, v_fma(v_mul(w, alpha), x, bias));
-}
-
-/* The VJPs' row loops are written once with the input type as a parameter
- * and called with a constant, so that the compiler makes one loop per type.
- * DyT's: dx = dy w alpha sech^2 formed in double and rounded once
- * (scaled_product); dalpha's term dy w (x sech^2) with x sech^2 = 0 where
- * sech^2 = 0 (the limit at x = +-inf, SPEC.md 4.18; dy w 0 is still NaN for
- * a NaN or infinite dy w, as in the reference). */
-static inline __attribute__((always_inline)) void dyt_vjp_rows(lacs_cpu_norm_block *b, int bf16)
-{
-    const vfloat alpha = v_set1((float)b->param);
-    const vfloat one = v_set1(1.0f);
-    vdouble sum_alpha = vd_zero();
-    for (int64_t r = 0; r < b->rows; r++) {
-        const int64_t row = r * b->dim;
-        for (int64_t c = 0; c < b->dim; c += SIMD_LANES) {
-            const int64_t count = b->dim - c;
-            const vmask m = vm_first(count);
-            const vfloat x = v_load_any(b->x, bf16, row + c, count), g = v_load_any(b->dy, bf16, row + c, count);
-            prefetch_ahead(b->x, (row + c) * (bf16 ? 2 : 4));
-            prefetch_ahead(b->dy, (row + c) * (bf16 ? 2 : 4));
-            prefetch_ahead(b->out, (row + c) * 4);
-            const vfloat w = v_load_first(b->weight + c, count);
-            const vfloat u = v_mul(alpha, x);
-            vfloat s2, exponent;
-            sech2_of(u, &s2, &exponent);
-            /* dalpha's term dy w (x sech^2), x sech^2 = 0 where sech^2 = 0 */
-            sum_alpha =
-                add_scaled_products(sum_alpha, g, w, v_zero_unless(vm_ne(s2, v_zero()), x), s2, exponent, m);
-            if (b->sum_weight)
-                add_products_to_columns(b->sum_weight + c, g, tanh_lanes(u), m);
-            if (b->sum_bias)
-                add_products_to_columns(b->sum_bias + c, g, one, m);
-            v_store_first(b->out + row + c, scaled_product(g, w, alpha, s2, exponent), count);
-        }
-    }
-    b->sum_param = vd_reduce_add(sum_alpha);
-}
-
-static void norms_dyt_vjp(lacs_cpu_norm_block *b)
-{
-    if (b->bf16)
-        dyt_vjp_rows(b, 1);
-    else
-        dyt_vjp_rows(b, 0);
 }
 
 /* ---- N5: DyISRU ---- */
@@ -345,45 +351,178 @@ static inline void isru_gradients_half(vfloat g, vfloat w, vfloat x, double s, d
     *minus_dC_term = vd_div(vd_mul(gw, dC_numerator), dC_denominator);
 }
 
-static inline __attribute__((always_inline)) void dyisru_vjp_rows(lacs_cpu_norm_block *b, int bf16)
+/* ---- the VJPs of DyT and DyISRU: one walk, the columns' sums in strips ----
+ *
+ * Each element gives dx (written), a term of the scalar parameter's gradient
+ * (dalpha or dC) and, for the weight and the bias, dy f(x) and dy summed down
+ * the columns. On the fast path those sums are kept in fp32 for a while: the
+ * parameter's terms per lane over a row of a strip of VJP_STRIP columns, the
+ * column sums over VJP_FLUSH_ROWS rows of the strip (8 KiB: they stay in L1);
+ * then each is added into the block's double sums. An order of summation
+ * (SPEC.md 11.1) that changes a sum by at most a few hundred units in the
+ * last place of its terms' magnitudes, where summing straight into doubles
+ * cost more than the element's arithmetic. A vector that is not tame
+ * (fast-path comment above) adds its exact terms into the doubles directly.
+ * The loops are written once with the op and the input type as parameters
+ * and called with constants, so that each gets its own loop. */
+#define VJP_STRIP 1024
+#define VJP_FLUSH_ROWS 8
+
+typedef enum { VJP_DYT, VJP_DYISRU } vjp_op;
+
+/* What one vector of a VJP gives besides dx: f(x) (dweight's factor) and,
+ * on the fast path, its parameter term in fp32 (else it was added to sum). */
+typedef struct {
+    vfloat f, term;
+    vdouble sum;
+    int fast;
+} vjp_lanes;
+
+/* One vector of DyT's VJP, f = tanh(alpha x): dx = dy w alpha sech^2 and the
+ * dalpha term dy w x sech^2 (x sech^2 = 0 where sech^2 = 0: the limit at
+ * x = +-inf, SPEC.md 4.18; dy w 0 is still NaN for a NaN or infinite dy w,
+ * as in the reference). Exact path: formed in double and rounded once
+ * (scaled_product). */
+static inline __attribute__((always_inline)) vjp_lanes dyt_vjp_lanes(vfloat x, vfloat g, vfloat w, vfloat alpha,
+                                                                     int w_alpha_tame, vmask m, float *dx,
+                                                                     int64_t count, vdouble sum)
 {
-    const float s_f32 = (float)sqrt(b->param), C_f32 = (float)b->param;
-    const vfloat s = v_set1(s_f32);
-    const vfloat one = v_set1(1.0f);
-    vdouble minus_sum_C = vd_zero();
-    for (int64_t r = 0; r < b->rows; r++) {
-        const int64_t row = r * b->dim;
-        for (int64_t c = 0; c < b->dim; c += SIMD_LANES) {
-            const int64_t count = b->dim - c;
-            const vmask m = vm_first(count);
-            const vfloat x = v_load_any(b->x, bf16, row + c, count), g = v_load_any(b->dy, bf16, row + c, count);
-            prefetch_ahead(b->x, (row + c) * (bf16 ? 2 : 4));
-            prefetch_ahead(b->dy, (row + c) * (bf16 ? 2 : 4));
-            prefetch_ahead(b->out, (row + c) * 4);
-            const vfloat w = v_load_first(b->weight + c, count);
-            vdouble dx_lo, dx_hi, dC_lo, dC_hi;
-            isru_gradients_half(g, w, x, s_f32, C_f32, 0, &dx_lo, &dC_lo);
-            isru_gradients_half(g, w, x, s_f32, C_f32, 1, &dx_hi, &dC_hi);
-            minus_sum_C = vd_add_where(minus_sum_C, m, 0, dC_lo);
-            minus_sum_C = vd_add_where(minus_sum_C, m, 1, dC_hi);
-            if (b->sum_weight) {
-                const isru_parts v = isru_split(x, s);
-                add_products_to_columns(b->sum_weight + c, g, isru_value(&v, x, s), m);
+    vjp_lanes out = {.sum = sum};
+    const vfloat u = v_mul(alpha, x);
+    out.fast = w_alpha_tame && vm_all(vm_and(vm_and(tame(x), tame(g)), vm_le(v_abs(u), v_set1(9.5f))));
+    if (out.fast) {
+        vfloat s2;
+        tanh_sech2_tame(u, &out.f, &s2);
+        const vfloat gw = v_mul(g, w);
+        out.term = v_mul(v_mul(gw, x), s2);
+        v_store_first(dx, v_mul(v_mul(gw, alpha), s2), count);
+        return out;
+    }
+    vfloat s2, exponent;
+    sech2_of(u, &s2, &exponent);
+    out.sum = add_scaled_products(sum, g, w, v_zero_unless(vm_ne(s2, v_zero()), x), s2, exponent, m);
+    v_store_first(dx, scaled_product(g, w, alpha, s2, exponent), count);
+    out.f = tanh_lanes(u);
+    out.term = v_zero();
+    return out;
+}
+
+/* One vector of DyISRU's VJP, f = x / sqrt(x^2 + C): dx = dy w df/dx and the
+ * term dy w (-df/dC) (the parameter's sum is of -df/dC terms). Fast path,
+ * where x and dy are tame, C in [2^-30, 2^30] and |x| <= 2^20:
+ * r = 1 / sqrt(x^2 + C), df/dx = C r^3, -df/dC = x r^3 / 2, f = x r, all
+ * normal in fp32. Exact path: the reference's two branches in double
+ * (isru_gradients_half). */
+static inline __attribute__((always_inline)) vjp_lanes dyisru_vjp_lanes(vfloat x, vfloat g, vfloat w, vfloat C,
+                                                                        vfloat s, double s_d, double C_d, int C_tame,
+                                                                        vmask m, float *dx, int64_t count, vdouble sum)
+{
+    vjp_lanes out = {.sum = sum};
+    out.fast = C_tame && vm_all(vm_and(vm_and(tame(x), tame(g)), vm_le(v_abs(x), v_set1(0x1p20f))));
+    if (out.fast) {
+        const vfloat r = v_div(v_set1(1.0f), v_sqrt(v_fma(x, x, C)));
+        const vfloat r3 = v_mul(v_mul(r, r), r), gw = v_mul(g, w);
+        v_store_first(dx, v_mul(gw, v_mul(C, r3)), count);
+        out.term = v_mul(gw, v_mul(v_mul(v_set1(0.5f), x), r3));
+        out.f = v_mul(x, r);
+        return out;
+    }
+    vdouble dx_lo, dx_hi, dC_lo, dC_hi;
+    isru_gradients_half(g, w, x, s_d, C_d, 0, &dx_lo, &dC_lo);
+    isru_gradients_half(g, w, x, s_d, C_d, 1, &dx_hi, &dC_hi);
+    out.sum = vd_add_where(vd_add_where(sum, m, 0, dC_lo), m, 1, dC_hi);
+    v_store_first(dx, v_from_halves(dx_lo, dx_hi), count);
+    const isru_parts v = isru_split(x, s);
+    out.f = isru_value(&v, x, s);
+    out.term = v_zero();
+    return out;
+}
+
+/* Whether every weight times `factor` is tame (DyT's w alpha; factor 1: w). */
+static int weights_tame(const float *weight, int64_t dim, float factor)
+{
+    for (int64_t c = 0; c < dim; c += SIMD_LANES)
+        if (!vm_all(tame_factor(v_mul(v_load_first(weight + c, dim - c), v_set1(factor)))))
+            return 0;
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *b, vjp_op op, int bf16)
+{
+    const int64_t rows = b->rows, dim = b->dim, size = bf16 ? 2 : 4;
+    const float param = (float)b->param, root = (float)sqrt(b->param);
+    const vfloat parameter = v_set1(param), s = v_set1(root);
+    const int w_tame = op == VJP_DYT ? weights_tame(b->weight, dim, param)
+                                     : weights_tame(b->weight, dim, 1.0f) && param >= 0x1p-30f && param <= 0x1p30f;
+    double *const sum_weight = b->sum_weight, *const sum_bias = b->sum_bias;
+    const float *const weight = b->weight;
+    const void *const xs = b->x, *const dys = b->dy;
+    float *const out = b->out;
+    float part_weight[VJP_STRIP], part_bias[VJP_STRIP];
+    vdouble sum_param = vd_zero();
+    for (int64_t c0 = 0; c0 < dim; c0 += VJP_STRIP) {
+        const int64_t width = dim - c0 < VJP_STRIP ? dim - c0 : VJP_STRIP;
+        for (int64_t r0 = 0; r0 < rows; r0 += VJP_FLUSH_ROWS) {
+            const int64_t r1 = r0 + VJP_FLUSH_ROWS < rows ? r0 + VJP_FLUSH_ROWS : rows;
+            memset(part_weight, 0, (size_t)width * sizeof(float));
+            memset(part_bias, 0, (size_t)width * sizeof(float));
+            for (int64_t r = r0; r < r1; r++) {
+                const int64_t row = r * dim;
+                vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
+                for (int64_t c = c0; c < c0 + width; c += SIMD_LANES) {
+                    const int64_t count = c0 + width - c;
+                    const vmask m = vm_first(count);
+                    const vfloat x = v_load_any(xs, bf16, row + c, count), g = v_load_any(dys, bf16, row + c, count);
+                    /* the next row's vector (the strip walks the rows) */
+                    simd_prefetch((const char *)xs + (row + dim + c) * size);
+                    simd_prefetch((const char *)dys + (row + dim + c) * size);
+                    const vfloat w = v_load_first(weight + c, count);
+                    const vjp_lanes v = op == VJP_DYT ? dyt_vjp_lanes(x, g, w, parameter, w_tame, m, out + row + c,
+                                                                      count, sum_param)
+                                                      : dyisru_vjp_lanes(x, g, w, parameter, s, root, param, w_tame,
+                                                                         m, out + row + c, count, sum_param);
+                    sum_param = v.sum;
+                    if (v.fast) {
+                        float *pw = part_weight + (c - c0), *pb = part_bias + (c - c0);
+                        part_param = v_add(part_param, v_zero_unless(m, v.term));
+                        if (sum_weight)
+                            v_store_first(pw, v_fma(g, v.f, v_load_first(pw, count)), count);
+                        if (sum_bias)
+                            v_store_first(pb, v_add(g, v_load_first(pb, count)), count);
+                    } else {
+                        if (sum_weight)
+                            add_products_to_columns(sum_weight + c, g, v.f, m);
+                        if (sum_bias)
+                            add_products_to_columns(sum_bias + c, g, v_set1(1.0f), m);
+                    }
+                }
+                sum_param = add_to_sum(sum_param, part_param, vm_first(SIMD_LANES));
             }
-            if (b->sum_bias)
-                add_products_to_columns(b->sum_bias + c, g, one, m);
-            v_store_first(b->out + row + c, v_from_halves(dx_lo, dx_hi), count);
+            for (int64_t c = 0; c < width; c++) {
+                if (sum_weight)
+                    sum_weight[c0 + c] += part_weight[c];
+                if (sum_bias)
+                    sum_bias[c0 + c] += part_bias[c];
+            }
         }
     }
-    b->sum_param = -vd_reduce_add(minus_sum_C);
+    b->sum_param = op == VJP_DYT ? vd_reduce_add(sum_param) : -vd_reduce_add(sum_param);
+}
+
+static void norms_dyt_vjp(lacs_cpu_norm_block *b)
+{
+    if (b->bf16)
+        vjp_rows(b, VJP_DYT, 1);
+    else
+        vjp_rows(b, VJP_DYT, 0);
 }
 
 static void norms_dyisru_vjp(lacs_cpu_norm_block *b)
 {
     if (b->bf16)
-        dyisru_vjp_rows(b, 1);
+        vjp_rows(b, VJP_DYISRU, 1);
     else
-        dyisru_vjp_rows(b, 0);
+        vjp_rows(b, VJP_DYISRU, 0);
 }
 
 /* ---- N6: softcap ---- */
@@ -402,34 +541,54 @@ static inline vfloat softcap_lanes(vfloat x, vfloat cap)
 
 /* dx = dy sech^2(u); dcap's term dy h(u), h(u) = tanh(u) - u sech^2(u): the
  * series u^3 R(u^2) below |u| = 1 (norms.h), where the difference cancels,
- * the direct form above with u sech^2 = 0 where sech^2 = 0 (h(+-inf) = +-1). */
+ * the direct form above with u sech^2 = 0 where sech^2 = 0 (h(+-inf) = +-1).
+ * Fast path (the VJPs' above), where x and dy are tame and |u| <= 9.5 (cap
+ * in [2^-40, 2^40]): sech^2 and tanh from tanh_sech2_tame, dx = dy sech^2 in
+ * fp32, the terms summed in fp32 per lane over VJP_STRIP elements, then in
+ * double. Exact path: dx rounded once from double, each term added in
+ * double. */
 static inline __attribute__((always_inline)) void softcap_vjp_elements(lacs_cpu_norm_block *b, int bf16)
 {
-    const vfloat cap = v_set1((float)b->param);
+    const float cap_f32 = (float)b->param;
+    const vfloat cap = v_set1(cap_f32);
     const vfloat one = v_set1(1.0f);
+    const int cap_tame = cap_f32 >= 0x1p-40f && cap_f32 <= 0x1p40f;
     const int64_t n = b->rows * b->dim;
     vdouble sum_cap = vd_zero();
+    vfloat part = v_zero();
     for (int64_t i = 0; i < n; i += SIMD_LANES) {
         const int64_t count = n - i;
         const vmask m = vm_first(count);
         const vfloat x = v_load_any(b->x, bf16, i, count), g = v_load_any(b->dy, bf16, i, count);
         prefetch_ahead(b->x, i * (bf16 ? 2 : 4));
         prefetch_ahead(b->dy, i * (bf16 ? 2 : 4));
-        prefetch_ahead(b->out, i * 4);
         const vfloat u = v_div(x, cap);
-        vfloat s2, exponent;
-        sech2_of(u, &s2, &exponent);
-        const vfloat t = tanh_lanes(u);
         const vfloat u2 = v_mul(u, u);
         vfloat series = v_set1((float)lacs_softcap_dcap_poly[8]);
         for (int k = 7; k >= 0; k--)
             series = v_fma(series, u2, v_set1((float)lacs_softcap_dcap_poly[k]));
         series = v_mul(v_mul(u, u2), series);
-        const vfloat u_s2 = v_scale_pow2(v_zero_unless(vm_ne(s2, v_zero()), v_mul(u, s2)), exponent);
-        const vfloat h = v_select(vm_lt(v_abs(u), one), v_sub(t, u_s2), series);
-        sum_cap = add_triple_products(sum_cap, g, h, one, m);
-        v_store_first(b->out + i, scaled_product(g, one, one, s2, exponent), count);
+        const vmask below_one = vm_lt(v_abs(u), one);
+        if (cap_tame && vm_all(vm_and(vm_and(tame(x), tame(g)), vm_le(v_abs(u), v_set1(9.5f))))) {
+            vfloat t, s2;
+            tanh_sech2_tame(u, &t, &s2);
+            part = v_add(part, v_zero_unless(m, v_mul(g, v_select(below_one, v_fnma(u, s2, t), series))));
+            v_store_first(b->out + i, v_mul(g, s2), count);
+        } else {
+            vfloat s2, exponent;
+            sech2_of(u, &s2, &exponent);
+            const vfloat t = tanh_lanes(u);
+            const vfloat u_s2 = v_scale_pow2(v_zero_unless(vm_ne(s2, v_zero()), v_mul(u, s2)), exponent);
+            const vfloat h = v_select(below_one, v_sub(t, u_s2), series);
+            sum_cap = add_triple_products(sum_cap, g, h, one, m);
+            v_store_first(b->out + i, scaled_product(g, one, one, s2, exponent), count);
+        }
+        if ((i / SIMD_LANES + 1) % (VJP_STRIP / SIMD_LANES) == 0) {
+            sum_cap = add_to_sum(sum_cap, part, vm_first(SIMD_LANES));
+            part = v_zero();
+        }
     }
+    sum_cap = add_to_sum(sum_cap, part, vm_first(SIMD_LANES));
     b->sum_param = vd_reduce_add(sum_cap);
 }
 

@@ -37,6 +37,7 @@ static inline vmask vm_first(int64_t count)
 }
 static inline int vm_all(vmask m) { return _mm256_movemask_ps(m) == 0xff; }
 static inline vmask vm_and(vmask a, vmask b) { return _mm256_and_ps(a, b); }
+static inline vmask vm_or(vmask a, vmask b) { return _mm256_or_ps(a, b); }
 
 /* ---- memory ---- */
 
@@ -131,6 +132,8 @@ static inline vfloat v_reciprocal(vfloat d)
     const __m256 estimate = _mm256_rcp_ps(d);
     return _mm256_fmadd_ps(estimate, _mm256_fnmadd_ps(d, estimate, _mm256_set1_ps(1.0f)), estimate);
 }
+/* 2^-22 already (vrcpps and a Newton step), as v_reciprocal */
+static inline vfloat v_reciprocal_fine(vfloat d) { return v_reciprocal(d); }
 static inline float v_reduce_add(vfloat v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

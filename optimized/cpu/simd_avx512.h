@@ -11,7 +11,7 @@
  *   vdouble                       SIMD_LANES / 2 doubles: the low or the high half of a vfloat, widened
  *   vmask                         a set of lanes
  *   vm_first(count)               lanes 0 .. count - 1 (all for count >= SIMD_LANES, none for <= 0)
- *   vm_all(m), vm_and(a, b)       every lane set; intersection
+ *   vm_all(m), vm_and(a, b), vm_or(a, b)   every lane set; intersection; union
  *   v_load(p), v_store(p, v)      SIMD_LANES floats, unaligned
  *   v_load_first(p, count)        lanes past count read as +0 and touch no memory
  *   v_store_first(p, v, count)    lanes past count not written
@@ -31,6 +31,7 @@
  *                                 below fp32's normal range), n integral and <= 254
  *   v_pow2(n)                     2^n exactly, n integral in [-126, 127]
  *   v_reciprocal(d)               1 / d to a relative error below 2^-14
+ *   v_reciprocal_fine(d)          1 / d to a relative error below 2^-27
  *   v_reduce_add(v), v_reduce_max(v)
  *   vd_half(v, high)              the low (high = 0) or high half of v as doubles (exact)
  *   v_from_halves(lo, hi)         two vdouble rounded to one vfloat
@@ -72,6 +73,7 @@ static inline vmask vm_first(int64_t count)
 }
 static inline int vm_all(vmask m) { return m == (vmask)0xffff; }
 static inline vmask vm_and(vmask a, vmask b) { return (vmask)(a & b); }
+static inline vmask vm_or(vmask a, vmask b) { return (vmask)(a | b); }
 
 /* ---- memory ---- */
 
@@ -147,6 +149,12 @@ static inline vfloat v_scale_pow2(vfloat p, vfloat n) { return _mm512_scalef_ps(
 static inline vfloat v_pow2(vfloat n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
 /* vrcp14ps: relative error below 2^-14. */
 static inline vfloat v_reciprocal(vfloat d) { return _mm512_rcp14_ps(d); }
+/* vrcp14ps refined by one Newton step */
+static inline vfloat v_reciprocal_fine(vfloat d)
+{
+    const __m512 estimate = _mm512_rcp14_ps(d);
+    return _mm512_fmadd_ps(estimate, _mm512_fnmadd_ps(d, estimate, _mm512_set1_ps(1.0f)), estimate);
+}
 static inline float v_reduce_add(vfloat v) { return _mm512_reduce_add_ps(v); }
 static inline float v_reduce_max(vfloat v) { return _mm512_reduce_max_ps(v); }
 

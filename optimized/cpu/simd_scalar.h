@@ -25,6 +25,7 @@ typedef int vmask;
 static inline vmask vm_first(int64_t count) { return count >= 1; }
 static inline int vm_all(vmask m) { return m; }
 static inline vmask vm_and(vmask a, vmask b) { return a && b; }
+static inline vmask vm_or(vmask a, vmask b) { return a || b; }
 
 static inline vfloat v_load(const float *p) { return *p; }
 static inline void v_store(float *p, vfloat v) { *p = v; }
@@ -81,6 +82,7 @@ static inline vfloat v_zero_unless(vmask m, vfloat v) { return m ? v : 0.0f; }
 static inline vfloat v_scale_pow2(vfloat p, vfloat n) { return ldexpf(p, (int)fmaxf(fminf(n, 300.0f), -300.0f)); }
 static inline vfloat v_pow2(vfloat n) { return ldexpf(1.0f, (int)n); }
 static inline vfloat v_reciprocal(vfloat d) { return 1.0f / d; }
+static inline vfloat v_reciprocal_fine(vfloat d) { return 1.0f / d; }
 static inline float v_reduce_add(vfloat v) { return v; }
 static inline float v_reduce_max(vfloat v) { return v; }
 
