@@ -10,6 +10,8 @@
  *                     beta other than 0 and 1, A lower triangular (its upper
  *                     part skipped), only C's lower triangle wanted (the rest
  *                     may be left, but nothing past m x n written);
+ *   packed_b          a right operand packed once (pack_b) and read by
+ *                     sgemm_packed gives the general form's C bit for bit;
  *   wrong_kernels     deliberately wrong kernels that the same bound rejects.
  *
  * The bound, per element: with M_ij = |C0_ij| + sum_p |A_ip| |B_pj| (C0 the C
@@ -429,6 +431,48 @@ Test(cpu_gemm, general_forms_within_bound)
                 }
             }
         cr_log_info("cpu_gemm: %s general forms: worst error / bound %.3g", tables[t]->isa, worst);
+    }
+}
+
+/* B packed once and read by sgemm_packed: the same C as sgemm_general, bit for bit (the same panels, the same order of
+ * every sum), for B as given and transposed, with the other options. */
+Test(cpu_gemm, packed_b_gives_the_general_forms_result)
+{
+    static const shape packed_shapes[] = {{64, 128, 128}, {128, 128, 32}, {65, 47, 300}, {7, 33, 9}, {128, 64, 64}};
+    static const unsigned flags[] = {0, LACS_GEMM_B_TRANSPOSED, LACS_GEMM_A_LOWER, LACS_GEMM_C_LOWER,
+                                     LACS_GEMM_A_TRANSPOSED | LACS_GEMM_B_TRANSPOSED};
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        for (size_t si = 0; si < sizeof packed_shapes / sizeof packed_shapes[0]; si++)
+            for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) {
+                const shape *sh = &packed_shapes[si];
+                uint64_t state = 4000 + si * 10 + f;
+                const int a_t = (flags[f] & LACS_GEMM_A_TRANSPOSED) != 0, b_t = (flags[f] & LACS_GEMM_B_TRANSPOSED) != 0;
+                const int64_t lda = (a_t ? sh->m : sh->k) + PAD_A, ldb = (b_t ? sh->k : sh->n) + PAD_B,
+                              ldc = sh->n + PAD_C;
+                float *A = random_matrix(a_t ? sh->k : sh->m, a_t ? sh->m : sh->k, lda, NAN, &state);
+                float *B = random_matrix(b_t ? sh->n : sh->k, b_t ? sh->k : sh->n, ldb, NAN, &state);
+                if (flags[f] & LACS_GEMM_A_LOWER)
+                    for (int64_t i = 0; i < sh->m; i++)
+                        for (int64_t p = i + 1; p < sh->k; p++)
+                            A[i * lda + p] = 0.0f;
+                float *C1 = random_matrix(sh->m, sh->n, ldc, C_SENTINEL, &state);
+                float *C2 = copy_of(C1, sh->m * ldc);
+                float *Bp = malloc((tables[t]->packed_b_size(sh->k, sh->n) + 1) * sizeof *Bp);
+                cr_assert(Bp != NULL);
+                tables[t]->sgemm_general(sh->m, sh->n, sh->k, A, lda, B, ldb, C1, ldc, 0.5f, flags[f]);
+                tables[t]->pack_b(sh->k, sh->n, B, ldb, flags[f], Bp);
+                tables[t]->sgemm_packed(sh->m, sh->n, sh->k, A, lda, Bp, C2, ldc, 0.5f, flags[f]);
+                cr_expect(memcmp(C1, C2, (size_t)(sh->m * ldc) * sizeof *C1) == 0,
+                          "%s sgemm_packed (%lld, %lld, %lld) flags %u differs from sgemm_general", tables[t]->isa,
+                          (long long)sh->m, (long long)sh->n, (long long)sh->k, flags[f]);
+                free(A);
+                free(B);
+                free(C1);
+                free(C2);
+                free(Bp);
+            }
     }
 }
 

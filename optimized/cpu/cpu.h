@@ -43,6 +43,14 @@ typedef struct {
                           float *C, int64_t ldc, float beta, unsigned flags);
     void (*bgemm_general)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,
                           float *C, int64_t ldc, float beta, unsigned flags);
+    /* op(B) [k x n] (B_TRANSPOSED: B given as [n x k]) packed once, into
+     * packed_b_size(k, n) floats of this table's own layout, for several
+     * sgemm_packed, which read it in place of B (the other flags as
+     * sgemm_general's). */
+    size_t (*packed_b_size)(int64_t k, int64_t n);
+    void (*pack_b)(int64_t k, int64_t n, const float *B, int64_t ldb, unsigned flags, float *B_packed);
+    void (*sgemm_packed)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B_packed,
+                         float *C, int64_t ldc, float beta, unsigned flags);
 } lacs_cpu_gemm;
 
 extern const lacs_cpu_gemm lacs_cpu_gemm_scalar;

@@ -42,6 +42,9 @@
  * accumulators), so the order of the sum is the same whatever the blocking:
  * |C - AB| <= gamma_k |A||B| elementwise (gamma_k = k u / (1 - k u)).
  *
+ * A right operand used by several products may be packed once (pack_b) and
+ * handed to sgemm_packed, which then packs nothing (BLIS's packed B reuse).
+ *
  * Options (flags, cpu.h): op(A) = A^T or op(B) = B^T read transposed by the
  * packing; LACS_GEMM_A_LOWER (op(A) is lower triangular: the products of its
  * zero upper part are skipped, tile by tile) and LACS_GEMM_C_LOWER (only the
@@ -214,8 +217,24 @@ static int64_t frame_tile_k(unsigned flags, int64_t i0, int64_t rows, int64_t p0
 
 /* ---- sgemm ---- */
 
-static void frame_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
-                        float *C, int64_t ldc, float beta, unsigned flags)
+/* op(B) packed once for several products (B_packed): the panels of
+ * frame_pack_b_f32 for all of k, one after the other:
+ * B_packed[(j0 / GEMM_NR) k GEMM_NR + p GEMM_NR + j] = op(B)[p][j0 + j], 0 past n. */
+static size_t frame_packed_b_size(int64_t k, int64_t n)
+{
+    return (size_t)((n + GEMM_NR - 1) / GEMM_NR * GEMM_NR) * (size_t)(k > 0 ? k : 0);
+}
+
+static void frame_pack_b(int64_t k, int64_t n, const float *B, int64_t ldb, unsigned flags, float *B_packed)
+{
+    for (int64_t j0 = 0; j0 < n; j0 += GEMM_NR)
+        frame_pack_b_f32(B, ldb, (flags & LACS_GEMM_B_TRANSPOSED) != 0, 0, k, j0, frame_min(GEMM_NR, n - j0),
+                         B_packed + (j0 / GEMM_NR) * k * GEMM_NR);
+}
+
+/* The product, on B as given or on B packed by frame_pack_b (B_packed). */
+static void frame_sgemm_on(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           const float *B_packed, float *C, int64_t ldc, float beta, unsigned flags)
 {
     if (m <= 0 || n <= 0)
         return;
@@ -233,10 +252,10 @@ static void frame_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t
             const int64_t cols = frame_min(GEMM_NR, n - j0);
             const int64_t first_tile = frame_first_tile(flags, j0);
             /* a single tile of rows reads B in place: the copy would cost as much as the product */
-            const int in_place = !b_transposed && cols == GEMM_NR && m - first_tile <= GEMM_MR;
-            const float *b = B + p0 * ldb + j0;
-            int64_t b_ld = ldb;
-            if (!in_place) {
+            const int in_place = !B_packed && !b_transposed && cols == GEMM_NR && m - first_tile <= GEMM_MR;
+            const float *b = B_packed ? B_packed + (j0 / GEMM_NR) * k * GEMM_NR + p0 * GEMM_NR : B + p0 * ldb + j0;
+            int64_t b_ld = B_packed ? GEMM_NR : ldb;
+            if (!in_place && !B_packed) {
                 frame_pack_b_f32(B, ldb, b_transposed, p0, kb, j0, cols, panel);
                 b = panel;
                 b_ld = GEMM_NR;
@@ -261,6 +280,18 @@ static void frame_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t
             }
         }
     }
+}
+
+static void frame_sgemm(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
+                        float *C, int64_t ldc, float beta, unsigned flags)
+{
+    frame_sgemm_on(m, n, k, A, lda, B, ldb, NULL, C, ldc, beta, flags);
+}
+
+static void frame_sgemm_packed(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B_packed,
+                               float *C, int64_t ldc, float beta, unsigned flags)
+{
+    frame_sgemm_on(m, n, k, A, lda, NULL, 0, B_packed, C, ldc, beta, flags & ~(unsigned)LACS_GEMM_B_TRANSPOSED);
 }
 
 /* ---- bgemm ---- */
@@ -460,5 +491,8 @@ const lacs_cpu_gemm GEMM_TABLE = {
     .sgemm = frame_sgemm_simple,
     .bgemm = frame_bgemm_simple,
     .sgemm_general = frame_sgemm,
+    .packed_b_size = frame_packed_b_size,
+    .pack_b = frame_pack_b,
+    .sgemm_packed = frame_sgemm_packed,
     .bgemm_general = frame_bgemm,
 };
