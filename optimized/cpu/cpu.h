@@ -139,6 +139,12 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
 
 /* ---- figures for the bench ---- */
 
+/* Outputs from this size up are written with non-temporal stores where a
+ * kernel writes them in one pass (the norms' forward ops, decoding's ht):
+ * half the 32 MiB L3 of the machine the kernels were tuned on, an output this
+ * large would not stay there for the next op anyway. */
+#define LACS_CPU_STREAM_BYTES (16.0 * 1024 * 1024)
+
 /* The chunk length of the recurrent family's chunk algorithm. */
 #define LACS_CPU_CHUNK 32
 /* The floating-point operations builtin:cpu's algorithm performs for `op` on

@@ -101,10 +101,6 @@ static int check_parameter(const lacs_cpu_call *c, double value, int convention)
  * input; 64 blocks keep up to 16 threads busy. */
 #define LACS_NORM_BLOCK_ELEMENTS 16384
 #define LACS_NORM_MAX_BLOCKS 64
-/* Outputs from this size up bypass the caches (half the 32 MiB L3 of the
- * machine the kernels were tuned on: an output this large would not stay
- * there for the next op anyway). */
-#define LACS_NORM_STREAM_BYTES (16.0 * 1024 * 1024)
 
 typedef struct {
     int64_t rows, rows_per_block, n_blocks;
@@ -225,7 +221,7 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
                                                        : (vjp ? k->dyisru_vjp : k->dyisru);
     /* Outputs larger than the caches are written with non-temporal stores by
      * the forward kernels (no read of each line before it is written). */
-    const int stream = !vjp && (double)rows * (double)dim * sizeof(float) >= LACS_NORM_STREAM_BYTES;
+    const int stream = !vjp && (double)rows * (double)dim * sizeof(float) >= LACS_CPU_STREAM_BYTES;
     elementwise_job job = {
         .kernel = kernel,
         .whole = {.x = lacs_cpu_input(c, "x")->data,

@@ -492,16 +492,19 @@ static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     const lacs_tensor *h0 = r->h0;
     const int h0_bf16 = h0 && h0->dtype == LACS_BF16;
     const int64_t base = (seq * r->HV + hv) * KV;
+    /* the first pass, row by row (the order the state lies in memory, which the prefetchers follow) */
     for (int64_t j = 0; j < V; j += SIMD_LANES) {
-        const int64_t count = V - j;
-        vfloat acc_q = v_zero(), acc_k = v_zero();
-        for (int64_t c = 0; h0 && c < K; c++) {
+        v_store_first(sq + j, v_zero(), V - j);
+        v_store_first(sk + j, v_zero(), V - j);
+    }
+    for (int64_t c = 0; h0 && c < K; c++) {
+        const vfloat qc = v_set1(qe[c]), kc = v_set1(ke[c]);
+        for (int64_t j = 0; j < V; j += SIMD_LANES) {
+            const int64_t count = V - j;
             const vfloat s = v_load_any(h0->data, h0_bf16, base + c * V + j, count);
-            acc_q = v_fma(v_set1(qe[c]), s, acc_q);
-            acc_k = v_fma(v_set1(ke[c]), s, acc_k);
+            v_store_first(sq + j, v_fma(qc, s, v_load_first(sq + j, count)), count);
+            v_store_first(sk + j, v_fma(kc, s, v_load_first(sk + j, count)), count);
         }
-        v_store_first(sq + j, acc_q, count);
-        v_store_first(sk + j, acc_k, count);
     }
     /* u = b (v - S^T k), or v; o = scale (sq + u kq) */
     float *u = w->R, *out = w->R + V;
@@ -516,14 +519,36 @@ static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     store_outputs(r, out, t, 1, hv);
     if (!r->ht)
         return;
+    /* the second pass: ht = e (.) S + k u^T; a state larger than the caches is written with non-temporal
+     * stores (no read of each line before it is written), each row's head and tail (partial lines) with
+     * ordinary ones */
     float *ht = (float *)r->ht->data + base;
-    for (int64_t c = 0; c < K; c++)
-        for (int64_t j = 0; j < V; j += SIMD_LANES) {
-            const int64_t count = V - j;
-            const vfloat ku = v_mul(v_set1(k[c]), v_load_first(u + j, count));
-            const vfloat s = h0 ? v_load_any(h0->data, h0_bf16, base + c * V + j, count) : v_zero();
-            v_store_first(ht + c * V + j, v_fma(v_set1(e[c]), s, ku), count);
+    const int stream = (double)lacs_tensor_count(r->ht) * sizeof(float) >= LACS_CPU_STREAM_BYTES;
+    for (int64_t c = 0; c < K; c++) {
+        float *row = ht + c * V;
+        const vfloat ec = v_set1(e[c]), kc = v_set1(k[c]);
+        int64_t j = 0;
+        if (stream) {
+            const int64_t past = (int64_t)(((uintptr_t)row % (SIMD_LANES * sizeof(float))) / sizeof(float));
+            const int64_t head = past ? (SIMD_LANES - past < V ? SIMD_LANES - past : V) : 0;
+            if (head > 0) {
+                const vfloat s = h0 ? v_load_any(h0->data, h0_bf16, base + c * V, head) : v_zero();
+                v_store_first(row, v_fma(ec, s, v_mul(kc, v_load_first(u, head))), head);
+                j = head;
+            }
+            for (; j + SIMD_LANES <= V; j += SIMD_LANES) {
+                const vfloat s = h0 ? v_load_any(h0->data, h0_bf16, base + c * V + j, SIMD_LANES) : v_zero();
+                v_stream(row + j, v_fma(ec, s, v_mul(kc, v_load_first(u + j, SIMD_LANES))));
+            }
         }
+        for (; j < V; j += SIMD_LANES) {
+            const int64_t count = V - j;
+            const vfloat s = h0 ? v_load_any(h0->data, h0_bf16, base + c * V + j, count) : v_zero();
+            v_store_first(row + j, v_fma(ec, s, v_mul(kc, v_load_first(u + j, count))), count);
+        }
+    }
+    if (stream)
+        simd_store_fence();
 }
 
 const lacs_cpu_recurrent_kernels RECURRENT_KERNELS = {

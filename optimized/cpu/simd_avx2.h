@@ -216,6 +216,9 @@ static inline double vd_reduce_add(vdouble v)
     return ((lanes[0] + lanes[1]) + lanes[2]) + lanes[3];
 }
 
+/* Orders the non-temporal stores (v_stream) before what follows. */
+static inline void simd_store_fence(void) { _mm_sfence(); }
+
 static inline __attribute__((always_inline)) void simd_prefetch(const void *p)
 {
     _mm_prefetch((const char *)p, _MM_HINT_T0);

@@ -43,6 +43,7 @@
  *   vd_load_where(p, m, high), vd_store_where(p, v, m, high)   doubles in the lanes of that half of m
  *   vd_reduce_add(v)
  *   simd_prefetch(p)              a hint, never a fault
+ *   simd_store_fence()            orders the non-temporal stores before what follows
  * and, where the set multiplies bf16 (SIMD_BF16_PRODUCTS, this one only):
  *   v_store_bf16_first(p, v, count)        v rounded to bf16 (nearest even), the first count lanes
  *   v_store_bf16_pairs(p, even, odd, count) the pairs (bf16(even[j]), bf16(odd[j])) of lanes j < count,
@@ -230,6 +231,9 @@ static inline void v_store_bf16_pairs(uint16_t *p, vfloat even, vfloat odd, int6
 
 /* always_inline: GCC 12 finds a function whose only statement is a prefetch
  * free of side effects and deletes its calls before it would inline them. */
+/* Orders the non-temporal stores (v_stream) before what follows. */
+static inline void simd_store_fence(void) { _mm_sfence(); }
+
 static inline __attribute__((always_inline)) void simd_prefetch(const void *p)
 {
     _mm_prefetch((const char *)p, _MM_HINT_T0);

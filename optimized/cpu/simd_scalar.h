@@ -87,5 +87,6 @@ static inline float v_reduce_add(vfloat v) { return v; }
 static inline float v_reduce_max(vfloat v) { return v; }
 
 static inline void simd_prefetch(const void *p) { (void)p; }
+static inline void simd_store_fence(void) {}
 
 #endif
