@@ -1246,12 +1246,20 @@ static void print_summary(const bench_config *configs, config_outcome (*outcomes
             if (!why_not)
                 why_not = outcome_problem(fp32);
             const int native_bf16 = strcmp(isa, "avx512") == 0;
+            /* Amdahl's bound from the anchors: the fp32 run's share f of time in its products (their flops at
+             * the chunk GEMM rate), those products sped up by s = bgemm / sgemm, the rest not at all */
+            double bound = 1.0;
+            if (native_bf16 && fp32 && fp32->status == STATUS_OK) {
+                const double share = fmin(1.0, config_algorithm_flops(&shape) / (ia->chunk_gflops * 1e9) /
+                                                   fp32->time_s);
+                bound = 1.0 / ((1.0 - share) + share * ia->chunk_gflops / ia->chunk_bf16_gflops);
+            }
             snprintf(what, sizeof what, "op=%s tier=bf16 mode=prefill T=%lld", op, (long long)prefill_T);
             print_target(isa, what, "tokens_per_s_vs_fp32",
                          native_bf16 ? GOAL_BF16_VS_FP32_AVX512 : GOAL_BF16_VS_FP32_AVX2,
-                         why_not ? NAN : bf16->tokens_per_s / fp32->tokens_per_s, why_not,
-                         native_bf16 ? ia->chunk_bf16_gflops / ia->chunk_gflops : 1.0,
-                         native_bf16 ? "chunk_bgemm/chunk_sgemm" : "same_kernels");
+                         why_not ? NAN : bf16->tokens_per_s / fp32->tokens_per_s, why_not, bound,
+                         native_bf16 ? "1/((1-f)+f*chunk_sgemm/chunk_bgemm),f=fp32_products_time/fp32_time"
+                                     : "same_kernels");
         }
         for (int bf16 = 0; bf16 < 2; bf16++) {
             static const int64_t batches[] = {1, 16};
