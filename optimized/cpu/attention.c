@@ -894,8 +894,10 @@ static void path_query_task(void *context, int64_t item_index, int thread)
     for (int64_t row = 0; row < rows; row++)
         memcpy(Y + row * K, Q + row * p->H * K, (size_t)K * sizeof(float));
     const float *minus_dc = path_minus_dc(p, job->pb, head_in_pass, it->index);
-    p->gemm->sgemm(rows, rows, rows, S, ld_s, minus_dc, BLOCK, S + BLOCK, ld_s, 1);
-    p->gemm->sgemm(rows, K, rows, S, ld_s, path_minus_u(p, job->pb, head_in_pass, it->index), K, Y, K, 1);
+    /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part */
+    p->gemm->sgemm_general(rows, rows, rows, S, ld_s, minus_dc, BLOCK, S + BLOCK, ld_s, 1.0f, LACS_GEMM_A_LOWER);
+    p->gemm->sgemm_general(rows, K, rows, S, ld_s, path_minus_u(p, job->pb, head_in_pass, it->index), K, Y, K, 1.0f,
+                           LACS_GEMM_A_LOWER);
     softmax_step(p, &rule, it->start, i0, rows, i0, rows, S + BLOCK, ld_s, &r);
     p->gemm->sgemm_packed(rows, p->V, rows, S + BLOCK, ld_s, value_tile(p, job->pb->value_tiles, head_in_pass, it->index),
                           r.out, p->V, 1.0f, 0);
@@ -1021,7 +1023,7 @@ double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
                      + 2 * (double)K * rows * rows                   /* K~ */
                      + 2 * (double)K * (double)K * rows              /* M */
                      + 2 * rows * 2 * BLOCK * (double)K              /* the diagonal [Q W^T | Q K^T] */
-                     + 2 * rows * rows * rows + 2 * rows * rows * K; /* its -DC and -U products */
+                     + rows * rows * rows + rows * rows * K;         /* its -DC and -U products (triangular) */
         }
     }
     return flops;
