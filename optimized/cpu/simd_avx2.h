@@ -81,6 +81,7 @@ static inline vfloat v_load_any(const void *p, int bf16, int64_t i, int64_t coun
 
 /* ---- arithmetic ---- */
 
+static inline vfloat v_lane_index(void) { return _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7); }
 static inline vfloat v_set1(float x) { return _mm256_set1_ps(x); }
 static inline vfloat v_zero(void) { return _mm256_setzero_ps(); }
 static inline vfloat v_add(vfloat a, vfloat b) { return _mm256_add_ps(a, b); }

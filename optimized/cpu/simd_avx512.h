@@ -19,6 +19,7 @@
  *   v_load_bf16(p), v_load_bf16_first(p, count)   bf16 widened exactly (a bf16 is the upper half of a binary32)
  *   v_load_any(p, bf16, i, count) element i on of an fp32 or bf16 array, count lanes present
  *   v_load_strided(p, stride, count)   p[0], p[stride], ... (a column), lanes past count +0
+ *   v_lane_index()                0, 1, .., SIMD_LANES - 1
  *   v_set1, v_zero, v_add, v_sub, v_mul, v_div, v_sqrt, v_abs
  *   v_fma(a, b, c) = a b + c, v_fnma(a, b, c) = c - a b, v_fms(a, b, c) = a b - c (one rounding each)
  *   v_min(a, b), v_max(a, b)      b when either is NaN (the x86 rule): put the constant first to keep a NaN
@@ -116,6 +117,10 @@ static inline vfloat v_load_any(const void *p, int bf16, int64_t i, int64_t coun
 
 /* ---- arithmetic ---- */
 
+static inline vfloat v_lane_index(void)
+{
+    return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
 static inline vfloat v_set1(float x) { return _mm512_set1_ps(x); }
 static inline vfloat v_zero(void) { return _mm512_setzero_ps(); }
 static inline vfloat v_add(vfloat a, vfloat b) { return _mm512_add_ps(a, b); }

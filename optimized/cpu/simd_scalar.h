@@ -56,6 +56,7 @@ static inline vfloat v_load_any(const void *p, int bf16, int64_t i, int64_t coun
     return bf16 ? v_load_bf16((const uint16_t *)p + i) : ((const float *)p)[i];
 }
 
+static inline vfloat v_lane_index(void) { return 0.0f; }
 static inline vfloat v_set1(float x) { return x; }
 static inline vfloat v_zero(void) { return 0.0f; }
 static inline vfloat v_add(vfloat a, vfloat b) { return a + b; }
