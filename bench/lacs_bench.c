@@ -4,7 +4,8 @@
  * avx2; LACS_ISA or --isa to choose) and each tier, one machine-readable line:
  *
  *   bench op= impl=builtin:cpu isa= tier= mode= B= T= H= HV= K= V= time_ms= tokens_per_s= gflops=
- *         [gb_per_s=] peak_rss_mb= io_mb= repeats= reference_ms= reference_T= reference_scaled=
+ *         [algorithm_gflops=] [gb_per_s=] [in_cache_gb_per_s=] gemm_beside_gflops=|copy_beside_gb_per_s=
+ *         drift= peak_rss_mb= io_mb= repeats= reference_ms= reference_T= reference_scaled=
  *         [ratio_vs_sgemm=] [ratio_vs_bandwidth=] ratio_vs_reference= status=
  *
  * Before them, measured in the same run: the machine, and the anchors the
@@ -12,6 +13,11 @@
  * kernel for the avx2 lines, so that an AVX-512 machine measures the AVX2
  * path against an AVX2 machine's yardstick), a stream copy, and builtin:cpu's
  * own GEMM at the chunk and block shapes (the rooflines of the summary).
+ * Each line also measures its anchor beside its calls (the copy, or the
+ * GEMM at its shape, alternating with them in the same child): the copy is
+ * what its bandwidth ratio divides by, and the GEMM's drift from the run's
+ * anchor rescales the sgemm anchor, so that a ratio measures the kernel
+ * rather than how the machine's load moved in between.
  * After them, the summary: one `target` line per goal of issue 21 and
  * instruction set, PASS or BELOW (with the measured bound that limits the
  * figure), reports rather than failures.
@@ -572,6 +578,7 @@ typedef struct {
     int repeats;
     double bytes;             /* every input and output once */
     double value;             /* an anchor's figure (GFLOP/s, GB/s); the norms' in-cache GB/s */
+    double beside;            /* builtin:cpu: its anchor measured beside it (GEMM GFLOP/s or copy GB/s) */
     int threads;              /* an anchor's threads */
     int64_t reference_T;
     double reference_scaled_seconds;
@@ -792,35 +799,55 @@ static void copy_part(void *context, int64_t part, int thread)
     memcpy(c->destination + begin, c->source + begin, end - begin);
 }
 
-/* A stream copy of COPY_BYTES on lacs_cpu_threads() threads (builtin:cpu's),
- * one part per thread, after a warm-up pass (page faults); best of
- * COPY_PASSES, counting the bytes read and written. */
+/* A stream copy of `bytes` on lacs_cpu_threads() threads (builtin:cpu's),
+ * one part per thread: open (allocated, touched, one warm-up pass), then
+ * passes, each returning its seconds. */
+static int copy_open(copy_context *c, size_t bytes)
+{
+    char *source = malloc(bytes), *destination = malloc(bytes);
+    if (!source || !destination) {
+        free(source);
+        free(destination);
+        return -1;
+    }
+    memset(source, 1, bytes);
+    memset(destination, 0, bytes);
+    *c = (copy_context){source, destination, bytes, lacs_cpu_threads()};
+    lacs_cpu_parallel_for(c->parts, (int)c->parts, copy_part, c);
+    return 0;
+}
+
+static double copy_pass(copy_context *c)
+{
+    const double t0 = now_seconds();
+    lacs_cpu_parallel_for(c->parts, (int)c->parts, copy_part, c);
+    return now_seconds() - t0;
+}
+
+static void copy_close(copy_context *c)
+{
+    free((void *)c->source);
+    free(c->destination);
+}
+
+/* The copy anchor: COPY_BYTES, best of COPY_PASSES, counting the bytes read
+ * and written. */
 static void copy_job(const void *argument, child_result *r)
 {
     (void)argument;
-    char *source = malloc(COPY_BYTES), *destination = malloc(COPY_BYTES);
-    if (!source || !destination) {
+    copy_context c;
+    if (copy_open(&c, COPY_BYTES) != 0) {
         r->status = STATUS_ERROR;
         set_message(r, "out of memory");
-    } else {
-        memset(source, 1, COPY_BYTES);
-        memset(destination, 0, COPY_BYTES);
-        const int threads = lacs_cpu_threads();
-        copy_context context = {source, destination, COPY_BYTES, threads};
-        double best = INFINITY;
-        for (int pass = 0; pass <= COPY_PASSES; pass++) {
-            const double t0 = now_seconds();
-            lacs_cpu_parallel_for(threads, threads, copy_part, &context);
-            const double dt = now_seconds() - t0;
-            if (pass > 0 && dt < best) /* pass 0 is the warm-up */
-                best = dt;
-        }
-        r->seconds = best;
-        r->value = 2.0 * (double)COPY_BYTES / best / 1e9;
-        r->threads = threads;
+        return;
     }
-    free(source);
-    free(destination);
+    double best = INFINITY;
+    for (int pass = 0; pass < COPY_PASSES; pass++)
+        best = fmin(best, copy_pass(&c));
+    r->seconds = best;
+    r->value = 2.0 * (double)COPY_BYTES / best / 1e9;
+    r->threads = (int)c.parts;
+    copy_close(&c);
 }
 
 /* builtin:cpu's own GEMM (the table of LACS_ISA, set in the child) at one
@@ -837,7 +864,13 @@ typedef struct {
     float *A, *B, *C;
     uint16_t *A16, *Bp;
     int64_t calls_per_item;
+    int threads;
 } gemm_rate_context;
+
+static double gemm_rate_flops_per_call(const gemm_rate_request *s)
+{
+    return 2.0 * (double)s->m * (double)s->n * (double)s->k;
+}
 
 static void gemm_rate_item(void *context, int64_t item, int thread)
 {
@@ -855,58 +888,82 @@ static void gemm_rate_item(void *context, int64_t item, int thread)
     }
 }
 
-static void gemm_rate_job(const void *argument, child_result *r)
+/* builtin:cpu's GEMM at one shape on every thread: open (operands drawn, one
+ * warm-up round), then rounds of about 20 ms, each returning its seconds
+ * (flops_per_round flops). */
+static int gemm_rate_open(gemm_rate_context *g, const gemm_rate_request *s, int threads)
 {
-    const gemm_rate_request *s = argument;
     const char *isa = lacs_cpu_isa_name();
     const lacs_cpu_isa which = isa && strcmp(isa, "avx512") == 0 ? LACS_ISA_AVX512
                                : isa && strcmp(isa, "avx2") == 0  ? LACS_ISA_AVX2
                                                                   : LACS_ISA_SCALAR;
-    const int threads = lacs_cpu_threads();
     const size_t a_size = (size_t)(s->m * s->k), b_size = (size_t)(s->k * s->n), c_size = (size_t)(s->m * s->n);
-    gemm_rate_context g = {s, lacs_cpu_gemm_for(which), malloc(a_size * threads * sizeof(float)),
-                           malloc(b_size * threads * sizeof(float)), malloc(c_size * threads * sizeof(float)),
-                           malloc(a_size * threads * sizeof(uint16_t)),
-                           malloc(lacs_cpu_packed_bf16_size(s->k, s->n) * threads * sizeof(uint16_t)), 1};
-    if (!g.A || !g.B || !g.C || !g.A16 || !g.Bp) {
+    *g = (gemm_rate_context){s, lacs_cpu_gemm_for(which), malloc(a_size * threads * sizeof(float)),
+                             malloc(b_size * threads * sizeof(float)), malloc(c_size * threads * sizeof(float)),
+                             malloc(a_size * threads * sizeof(uint16_t)),
+                             malloc(lacs_cpu_packed_bf16_size(s->k, s->n) * threads * sizeof(uint16_t)), 1, threads};
+    uint16_t *B16 = malloc(b_size * sizeof *B16);
+    if (!g->A || !g->B || !g->C || !g->A16 || !g->Bp || !B16) {
+        free(B16);
+        return -1;
+    }
+    lacs_rng rng = lacs_rng_stream(BENCH_SEED, "gemm_rate");
+    for (size_t i = 0; i < a_size * threads; i++) {
+        g->A[i] = (float)lacs_rng_normal12(&rng);
+        g->A16[i] = lacs_cpu_f32_to_bf16(g->A[i]);
+    }
+    for (size_t i = 0; i < b_size * threads; i++)
+        g->B[i] = (float)lacs_rng_normal12(&rng);
+    for (int t = 0; t < threads; t++) {
+        for (size_t i = 0; i < b_size; i++)
+            B16[i] = lacs_cpu_f32_to_bf16(g->B[t * b_size + i]);
+        lacs_cpu_pack_bf16(s->k, s->n, B16, s->n, g->Bp + t * lacs_cpu_packed_bf16_size(s->k, s->n));
+    }
+    free(B16);
+    /* calls per item so that one round (an item per thread) lasts about 20 ms at 50 GFLOP/s per thread */
+    g->calls_per_item = (int64_t)(20e-3 * 50e9 / gemm_rate_flops_per_call(s)) + 1;
+    lacs_cpu_parallel_for(threads, threads, gemm_rate_item, g); /* warm-up */
+    return 0;
+}
+
+static double gemm_rate_round(gemm_rate_context *g)
+{
+    const double t0 = now_seconds();
+    lacs_cpu_parallel_for(g->threads, g->threads, gemm_rate_item, g);
+    return now_seconds() - t0;
+}
+
+static double gemm_rate_gflops(const gemm_rate_context *g, double seconds)
+{
+    return gemm_rate_flops_per_call(g->shape) * (double)g->calls_per_item * g->threads / seconds / 1e9;
+}
+
+static void gemm_rate_close(gemm_rate_context *g)
+{
+    free(g->A);
+    free(g->B);
+    free(g->C);
+    free(g->A16);
+    free(g->Bp);
+}
+
+/* The GEMM anchors: best of 7 rounds. */
+static void gemm_rate_job(const void *argument, child_result *r)
+{
+    gemm_rate_context g;
+    const int threads = lacs_cpu_threads();
+    if (gemm_rate_open(&g, argument, threads) != 0) {
         r->status = STATUS_ERROR;
         set_message(r, "out of memory");
     } else {
-        lacs_rng rng = lacs_rng_stream(BENCH_SEED, "gemm_rate");
-        for (size_t i = 0; i < a_size * threads; i++) {
-            g.A[i] = (float)lacs_rng_normal12(&rng);
-            g.A16[i] = lacs_cpu_f32_to_bf16(g.A[i]);
-        }
-        uint16_t *B16 = malloc(b_size * sizeof *B16);
-        for (size_t i = 0; i < b_size * threads; i++)
-            g.B[i] = (float)lacs_rng_normal12(&rng);
-        for (int t = 0; t < threads && B16; t++) {
-            for (size_t i = 0; i < b_size; i++)
-                B16[i] = lacs_cpu_f32_to_bf16(g.B[t * b_size + i]);
-            lacs_cpu_pack_bf16(s->k, s->n, B16, s->n, g.Bp + t * lacs_cpu_packed_bf16_size(s->k, s->n));
-        }
-        free(B16);
-        /* calls per item so that one round (an item per thread) lasts about 20 ms */
-        const double flops_per_call = 2.0 * (double)s->m * (double)s->n * (double)s->k;
-        g.calls_per_item = (int64_t)(20e-3 * 50e9 / flops_per_call) + 1;
-        lacs_cpu_parallel_for(threads, threads, gemm_rate_item, &g); /* warm-up */
         double best = INFINITY;
-        for (int pass = 0; pass < 7; pass++) {
-            const double t0 = now_seconds();
-            lacs_cpu_parallel_for(threads, threads, gemm_rate_item, &g);
-            const double dt = now_seconds() - t0;
-            if (dt < best)
-                best = dt;
-        }
+        for (int pass = 0; pass < 7; pass++)
+            best = fmin(best, gemm_rate_round(&g));
         r->seconds = best;
-        r->value = flops_per_call * (double)g.calls_per_item * threads / best / 1e9;
+        r->value = gemm_rate_gflops(&g, best);
         r->threads = threads;
     }
-    free(g.A);
-    free(g.B);
-    free(g.C);
-    free(g.A16);
-    free(g.Bp);
+    gemm_rate_close(&g);
 }
 
 /* The anchors of one instruction set. */
@@ -923,29 +980,88 @@ typedef struct {
     isa_anchors per_isa[MAX_ISAS];
 } anchors;
 
-/* The product the roofline of each family is measured at: the recurrent
- * family's largest (the state product [Kd; Qd] S, 2C x V x K with C = 64) and
- * the attention blocks' logits (128 x 128 x d). */
+/* The products the rooflines are measured at: for the recurrent family, a
+ * product of the chunk algorithm's size (its state product [Kd; Qd] S is
+ * 2C x V x K = 64 x 128 x 128 at C = 32, its state update 128 x 128 x 32),
+ * 128 x 128 x 128, in fp32 and bf16; for the attention forms the blocks'
+ * logits (128 x 128 x d). */
 static const gemm_rate_request chunk_shape = {128, 128, 128, 0}, chunk_bf16_shape = {128, 128, 128, 1},
                                block_shape = {128, 128, 64, 0};
 
 /* ---- builtin:cpu ---- */
 
-/* The best of `repeats` calls, or of as many as add up to MIN_TIMED_S when
- * they are shorter (at most MAX_REPEATS), after a warm-up call (untimed:
- * first-touch page faults). Returns the status; *seconds, *repeats_done. */
-static int time_calls(const bench_config *c, tensor_set *s, int repeats, double *seconds, int *repeats_done)
+/* The anchor measured beside a configuration's calls, in the same child,
+ * alternating with them: on a shared machine the load changes between the
+ * run's anchors and a line, and a ratio to an anchor taken minutes earlier
+ * measures the load as much as the kernel. Prefill lines: builtin:cpu's GEMM
+ * at the anchor's shape (chunk or block); decode and the norms: the stream
+ * copy (64 MiB into 64 MiB, beyond the caches). */
+#define BESIDE_ROUNDS 3
+#define BESIDE_COPY_BYTES ((size_t)64 << 20)
+
+typedef struct {
+    int is_copy;
+    copy_context copy;
+    gemm_rate_context gemm;
+    double best_seconds;
+} beside_anchor;
+
+static int beside_open(beside_anchor *b, const bench_config *c)
+{
+    memset(b, 0, sizeof *b);
+    b->best_seconds = INFINITY;
+    b->is_copy = c->mode != MODE_PREFILL;
+    if (b->is_copy)
+        return copy_open(&b->copy, BESIDE_COPY_BYTES);
+    return gemm_rate_open(&b->gemm, family_of(c->op) == FAMILY_ATTENTION ? &block_shape : &chunk_shape,
+                          lacs_cpu_threads());
+}
+
+static void beside_round(beside_anchor *b)
+{
+    b->best_seconds = fmin(b->best_seconds, b->is_copy ? copy_pass(&b->copy) : gemm_rate_round(&b->gemm));
+}
+
+/* GB/s of the copy, GFLOP/s of the GEMM. */
+static double beside_value(beside_anchor *b)
+{
+    return b->is_copy ? 2.0 * (double)b->copy.bytes / b->best_seconds / 1e9 : gemm_rate_gflops(&b->gemm, b->best_seconds);
+}
+
+static void beside_close(beside_anchor *b)
+{
+    if (b->is_copy)
+        copy_close(&b->copy);
+    else
+        gemm_rate_close(&b->gemm);
+}
+
+/* The best of at least `repeats` calls, or of as many as add up to
+ * MIN_TIMED_S when they are shorter (at most MAX_REPEATS), after a warm-up
+ * call (untimed: first-touch page faults), in BESIDE_ROUNDS rounds, each
+ * after a round of the anchor beside (NULL: none). Returns the status;
+ * *seconds, *repeats_done. */
+static int time_calls(const bench_config *c, tensor_set *s, int repeats, beside_anchor *beside, double *seconds,
+                      int *repeats_done)
 {
     int rc = lacs_cpu_run(c->op, s->inputs, s->n_inputs, s->params, s->n_params, s->outputs, s->n_outputs);
-    double best = INFINITY, total = 0;
+    double best = INFINITY;
     int done = 0;
-    while (rc == LACS_OK && done < MAX_REPEATS && (done < repeats || total < MIN_TIMED_S)) {
-        const double t0 = now_seconds();
-        rc = lacs_cpu_run(c->op, s->inputs, s->n_inputs, s->params, s->n_params, s->outputs, s->n_outputs);
-        const double dt = now_seconds() - t0;
-        best = dt < best ? dt : best;
-        total += dt;
-        done++;
+    for (int round = 0; round < BESIDE_ROUNDS && rc == LACS_OK; round++) {
+        if (beside)
+            beside_round(beside);
+        double total = 0;
+        const int round_repeats = (repeats * (round + 1) + BESIDE_ROUNDS - 1) / BESIDE_ROUNDS - done;
+        for (int call = 0; rc == LACS_OK && done < MAX_REPEATS && (call < round_repeats || call == 0 ||
+                                                                  total < MIN_TIMED_S / BESIDE_ROUNDS);
+             call++) {
+            const double t0 = now_seconds();
+            rc = lacs_cpu_run(c->op, s->inputs, s->n_inputs, s->params, s->n_params, s->outputs, s->n_outputs);
+            const double dt = now_seconds() - t0;
+            best = dt < best ? dt : best;
+            total += dt;
+            done++;
+        }
     }
     *seconds = best;
     *repeats_done = done;
@@ -953,13 +1069,19 @@ static int time_calls(const bench_config *c, tensor_set *s, int repeats, double 
 }
 
 /* builtin:cpu on the configuration's inputs (under the LACS_ISA of the
- * child); for the norms also on their first rows, small enough for the
- * caches: the op's compute rate, its roofline when memory is not the limit. */
+ * child), alternating with its anchor beside; for the norms also on their
+ * first rows, small enough for the caches: the op's compute rate, its
+ * roofline when memory is not the limit. */
 static void cpu_job(const void *argument, child_result *r)
 {
     const bench_config *c = argument;
     tensor_set s;
+    beside_anchor beside;
     int rc = build_problem(c, c->T, &s);
+    if (rc == LACS_OK && beside_open(&beside, c) != 0) {
+        beside_close(&beside);
+        rc = LACS_ERR_MEMORY;
+    }
     if (rc != LACS_OK) {
         r->status = STATUS_ERROR;
         set_message(r, rc == LACS_ERR_MEMORY ? "out of memory for the inputs" : lacs_last_error());
@@ -967,7 +1089,7 @@ static void cpu_job(const void *argument, child_result *r)
         return;
     }
     r->bytes = problem_bytes(&s);
-    rc = time_calls(c, &s, c->repeats, &r->seconds, &r->repeats);
+    rc = time_calls(c, &s, c->repeats, &beside, &r->seconds, &r->repeats);
     free_problem(&s);
     if (rc == LACS_OK && c->mode == MODE_ELEMENTWISE) {
         const int64_t rows = NORM_IN_CACHE_BYTES * lacs_cpu_threads() / (c->K * (int64_t)sizeof(float));
@@ -975,10 +1097,12 @@ static void cpu_job(const void *argument, child_result *r)
         int repeats;
         rc = build_problem(c, rows > 0 ? rows : 1, &s);
         if (rc == LACS_OK)
-            rc = time_calls(c, &s, 20, &seconds, &repeats);
+            rc = time_calls(c, &s, 20, NULL, &seconds, &repeats);
         r->value = problem_bytes(&s) / seconds / 1e9;
         free_problem(&s);
     }
+    r->beside = beside_value(&beside);
+    beside_close(&beside);
     if (rc == LACS_UNSUPPORTED) {
         r->status = STATUS_UNSUPPORTED;
     } else if (rc != LACS_OK) {
@@ -1099,6 +1223,7 @@ typedef struct {
     double ratio_vs_bandwidth;
     double in_cache_ratio_vs_bandwidth; /* the norms: their compute roofline against the copy */
     double workspace_mb;                /* peak RSS less the inputs and outputs */
+    double drift;                       /* the anchor beside the calls / the run's anchor */
 } config_outcome;
 
 /* ` key=value`, or ` key=na` when the value is not a number. */
@@ -1129,14 +1254,20 @@ static void run_config(const bench_config *c, const anchors *a, const options *o
         const double time_s = ok ? cpu.seconds : NAN;
         const double gflops = flops / time_s / 1e9;
         const double gb_per_s = cpu.bytes > 0 ? cpu.bytes / time_s / 1e9 : NAN;
+        /* the anchor measured beside the calls, against the run's: how the load moved since the anchors */
+        const double run_anchor = c->mode != MODE_PREFILL                   ? a->copy_gb_per_s
+                                  : family_of(c->op) == FAMILY_ATTENTION ? a->per_isa[i].block_gflops
+                                                                         : a->per_isa[i].chunk_gflops;
+        const double beside = ok ? cpu.beside : NAN, drift = beside / run_anchor;
         config_outcome *outcome = &outcomes[i];
         *outcome = (config_outcome){cpu.status,
                                     time_s,
                                     (double)(c->B * c->T) / time_s,
-                                    gflops / a->per_isa[i].sgemm_gflops,
-                                    gb_per_s / a->copy_gb_per_s,
-                                    ok && c->mode == MODE_ELEMENTWISE ? cpu.value / a->copy_gb_per_s : NAN,
-                                    peak_rss_mb - cpu.bytes / (1 << 20)};
+                                    gflops / (a->per_isa[i].sgemm_gflops * drift),
+                                    gb_per_s / beside,
+                                    ok && c->mode == MODE_ELEMENTWISE ? cpu.value / beside : NAN,
+                                    peak_rss_mb - cpu.bytes / (1 << 20),
+                                    drift};
 
         printf("bench op=%s impl=builtin:cpu isa=%s tier=%s mode=%s B=%lld T=%lld H=%lld HV=%lld K=%lld V=%lld",
                c->op, opt->isas[i], c->bf16 ? "bf16" : "fp32", mode_names[c->mode], (long long)c->B,
@@ -1150,6 +1281,8 @@ static void run_config(const bench_config *c, const anchors *a, const options *o
             print_field("gb_per_s", "%.2f", gb_per_s);
         if (c->mode == MODE_ELEMENTWISE)
             print_field("in_cache_gb_per_s", "%.2f", ok ? cpu.value : NAN);
+        print_field(c->mode == MODE_PREFILL ? "gemm_beside_gflops" : "copy_beside_gb_per_s", "%.2f", beside);
+        print_field("drift", "%.2f", drift);
         print_field("peak_rss_mb", "%.1f", peak_rss_mb);
         print_field("io_mb", "%.1f", cpu.bytes > 0 ? cpu.bytes / (1 << 20) : NAN);
         print_field("repeats", "%.0f", ok ? (double)cpu.repeats : NAN);
@@ -1250,26 +1383,34 @@ static void print_summary(const bench_config *configs, config_outcome (*outcomes
              * the chunk GEMM rate), those products sped up by s = bgemm / sgemm, the rest not at all */
             double bound = 1.0;
             if (native_bf16 && fp32 && fp32->status == STATUS_OK) {
-                const double share = fmin(1.0, config_algorithm_flops(&shape) / (ia->chunk_gflops * 1e9) /
-                                                   fp32->time_s);
+                const double share = fmin(1.0, config_algorithm_flops(&shape) /
+                                                   (ia->chunk_gflops * fp32->drift * 1e9) / fp32->time_s);
                 bound = 1.0 / ((1.0 - share) + share * ia->chunk_gflops / ia->chunk_bf16_gflops);
             }
             snprintf(what, sizeof what, "op=%s tier=bf16 mode=prefill T=%lld", op, (long long)prefill_T);
             print_target(isa, what, "tokens_per_s_vs_fp32",
                          native_bf16 ? GOAL_BF16_VS_FP32_AVX512 : GOAL_BF16_VS_FP32_AVX2,
-                         why_not ? NAN : bf16->tokens_per_s / fp32->tokens_per_s, why_not, bound,
+                         why_not ? NAN : (bf16->tokens_per_s / bf16->drift) / (fp32->tokens_per_s / fp32->drift),
+                         why_not, bound,
                          native_bf16 ? "1/((1-f)+f*chunk_sgemm/chunk_bgemm),f=fp32_products_time/fp32_time"
                                      : "same_kernels");
         }
         for (int bf16 = 0; bf16 < 2; bf16++) {
             static const int64_t batches[] = {1, 16};
+            /* B=1's state (1 MiB) stays in the caches: its rate is the step's compute roofline, the bound of
+             * B=16's (16 MiB, from memory) */
+            const config_outcome *in_cache =
+                find_outcome(configs, outcomes, n, i, "gated_delta_rule", bf16, MODE_DECODE, 1, 1);
             for (int b = 0; b < 2; b++) {
                 const config_outcome *decode =
                     find_outcome(configs, outcomes, n, i, "gated_delta_rule", bf16, MODE_DECODE, batches[b], 1);
                 snprintf(what, sizeof what, "op=gated_delta_rule tier=%s mode=decode B=%lld", bf16 ? "bf16" : "fp32",
                          (long long)batches[b]);
+                const int bounded = b > 0 && in_cache && in_cache->status == STATUS_OK;
                 print_target(isa, what, "ratio_vs_bandwidth", GOAL_VS_BANDWIDTH,
-                             decode ? decode->ratio_vs_bandwidth : NAN, outcome_problem(decode), NAN, "not_measured");
+                             decode ? decode->ratio_vs_bandwidth : NAN, outcome_problem(decode),
+                             bounded ? fmin(1.0, in_cache->ratio_vs_bandwidth) : 1.0,
+                             bounded ? "min(1,decode_B1_in_cache/copy)" : "copy");
             }
         }
         static const char *const norm_ops[] = {"dyt",     "dyt_vjp",     "dyisru",  "dyisru_vjp",
