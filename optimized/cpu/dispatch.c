@@ -167,10 +167,10 @@ static struct {
     pthread_mutex_t lock;        /* guards what follows */
     pthread_cond_t wake, finished;
     int workers;                 /* started */
-    int stopping;
-    unsigned long generation;    /* one per job */
+    atomic_int stopping;
+    atomic_ulong generation;     /* one per job (written under lock; read by spinning workers without it) */
     parallel_job *job;
-    int running;                 /* workers still in the current job */
+    atomic_int running;          /* workers still in the current job (the caller spins on it, then waits) */
     pthread_t ids[POOL_MAX_WORKERS];
     unsigned long born[POOL_MAX_WORKERS]; /* the generation when each was started: its first job is the next */
 } pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
@@ -178,24 +178,46 @@ static struct {
           .wake = PTHREAD_COND_INITIALIZER,
           .finished = PTHREAD_COND_INITIALIZER};
 
+/* Between jobs a worker, and the caller waiting for its workers, spin this
+ * many pauses (some 5 microseconds) before they sleep: waking a sleeping
+ * thread costs tens of microseconds, as much as a whole decode step, and
+ * calls come back to back (a decode step per layer), as OpenMP's and ggml's
+ * pools spin too. */
+#define POOL_SPIN_PAUSES 300
+
+static inline void pool_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 static void *pool_worker_main(void *arg)
 {
     const int thread = (int)(intptr_t)arg;
     pthread_mutex_lock(&pool.lock);
     unsigned long seen = pool.born[thread - 1];
     for (;;) {
-        while (pool.generation == seen && !pool.stopping)
+        if (atomic_load(&pool.generation) == seen && !atomic_load(&pool.stopping)) {
+            pthread_mutex_unlock(&pool.lock);
+            for (int spin = 0; spin < POOL_SPIN_PAUSES && atomic_load(&pool.generation) == seen &&
+                               !atomic_load(&pool.stopping);
+                 spin++)
+                pool_pause();
+            pthread_mutex_lock(&pool.lock);
+        }
+        while (atomic_load(&pool.generation) == seen && !atomic_load(&pool.stopping))
             pthread_cond_wait(&pool.wake, &pool.lock);
-        if (pool.stopping)
+        if (atomic_load(&pool.stopping))
             break;
-        seen = pool.generation;
+        seen = atomic_load(&pool.generation);
         parallel_job *job = pool.job;
         if (thread >= job->threads)
             continue; /* not wanted for this job */
         pthread_mutex_unlock(&pool.lock);
         run_items(job, thread);
         pthread_mutex_lock(&pool.lock);
-        if (--pool.running == 0)
+        if (atomic_fetch_sub(&pool.running, 1) == 1)
             pthread_cond_signal(&pool.finished);
     }
     pthread_mutex_unlock(&pool.lock);
@@ -210,9 +232,9 @@ static void pool_after_fork_in_child(void)
     pthread_cond_init(&pool.wake, NULL);
     pthread_cond_init(&pool.finished, NULL);
     pool.workers = 0;
-    pool.stopping = 0;
+    atomic_store(&pool.stopping, 0);
     pool.job = NULL;
-    pool.running = 0;
+    atomic_store(&pool.running, 0);
 }
 
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -222,7 +244,7 @@ static void pool_register_fork_handler(void) { pthread_atfork(NULL, NULL, pool_a
 __attribute__((destructor)) static void pool_stop(void)
 {
     pthread_mutex_lock(&pool.lock);
-    pool.stopping = 1;
+    atomic_store(&pool.stopping, 1);
     pthread_cond_broadcast(&pool.wake);
     const int workers = pool.workers;
     pthread_mutex_unlock(&pool.lock);
@@ -280,8 +302,8 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
     }
     pthread_once(&pool_once, pool_register_fork_handler);
     pthread_mutex_lock(&pool.lock);
-    while (pool.workers < threads - 1 && !pool.stopping) {
-        pool.born[pool.workers] = pool.generation;
+    while (pool.workers < threads - 1 && !atomic_load(&pool.stopping)) {
+        pool.born[pool.workers] = atomic_load(&pool.generation);
         if (pthread_create(&pool.ids[pool.workers], NULL, pool_worker_main, (void *)(intptr_t)(pool.workers + 1)) != 0)
             break;
         pool.workers++;
@@ -290,13 +312,15 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
     const int helpers = pool.workers < threads - 1 ? pool.workers : threads - 1;
     job.threads = helpers + 1;
     pool.job = &job;
-    pool.running = helpers;
-    pool.generation++;
+    atomic_store(&pool.running, helpers);
+    atomic_fetch_add(&pool.generation, 1);
     pthread_cond_broadcast(&pool.wake);
     pthread_mutex_unlock(&pool.lock);
     run_items(&job, 0);
+    for (int spin = 0; spin < POOL_SPIN_PAUSES && atomic_load(&pool.running) > 0; spin++)
+        pool_pause();
     pthread_mutex_lock(&pool.lock);
-    while (pool.running > 0)
+    while (atomic_load(&pool.running) > 0)
         pthread_cond_wait(&pool.finished, &pool.lock);
     pool.job = NULL;
     pthread_mutex_unlock(&pool.lock);

@@ -455,18 +455,90 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 
 /* ---- the recurrent step (decoding) ---- */
 
+/* What one decode step's columns read: the step's vectors and the state. */
+typedef struct {
+    const lacs_cpu_recurrent_op *r;
+    const float *qe, *ke, *k, *e, *v;
+    float b, kq, scale;
+    const void *h0; /* NULL: zeros */
+    int h0_bf16;
+    int64_t base, K, V;
+    float *ht, *out; /* ht: NULL when not asked for */
+} token_columns;
+
+/* Columns j0 .. j0 + width - 1 (width <= 2 SIMD_LANES; `two`: more than one
+ * vector, a constant where this is inlined) of the step: the first sweep
+ * down the rows forms (e (.) q)^T S and S^T k in registers; u and o for these
+ * columns; the second sweep writes ht's columns, the block (K rows of at
+ * most 2 vectors: 16 KiB at K = 128) read again from L1. stream: ht's vectors
+ * here are aligned, written with non-temporal stores. */
+static inline __attribute__((always_inline)) void token_block(const token_columns *p, int64_t j0, int64_t width,
+                                                              int two, int stream)
+{
+    const int64_t K = p->K, V = p->V, count0 = width < SIMD_LANES ? width : SIMD_LANES, count1 = width - SIMD_LANES;
+    vfloat sq0 = v_zero(), sk0 = v_zero(), sq1 = v_zero(), sk1 = v_zero();
+    for (int64_t c = 0; p->h0 && c < K; c++) {
+        const vfloat qc = v_set1(p->qe[c]), kc = v_set1(p->ke[c]);
+        const vfloat s0 = v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0, count0);
+        sq0 = v_fma(qc, s0, sq0);
+        sk0 = v_fma(kc, s0, sk0);
+        if (two) {
+            const vfloat s1 = v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + SIMD_LANES, count1);
+            sq1 = v_fma(qc, s1, sq1);
+            sk1 = v_fma(kc, s1, sk1);
+        }
+    }
+    /* u = b (v - S^T k), or v; o = scale (sq + u kq) */
+    const int correct = p->r->step != STEP_NONE;
+    const vfloat b = v_set1(p->b), kq = v_set1(p->kq), scale = v_set1(p->scale);
+    const vfloat v0 = v_load_first(p->v + j0, count0);
+    const vfloat u0 = correct ? v_mul(b, v_sub(v0, sk0)) : v0;
+    v_store_first(p->out + j0, v_mul(scale, v_fma(u0, kq, sq0)), count0);
+    vfloat u1 = v_zero();
+    if (two) {
+        const vfloat v1 = v_load_first(p->v + j0 + SIMD_LANES, count1);
+        u1 = correct ? v_mul(b, v_sub(v1, sk1)) : v1;
+        v_store_first(p->out + j0 + SIMD_LANES, v_mul(scale, v_fma(u1, kq, sq1)), count1);
+    }
+    if (!p->ht)
+        return;
+    /* ht = e (.) S + k u^T */
+    for (int64_t c = 0; c < K; c++) {
+        const vfloat ec = v_set1(p->e[c]), kc = v_set1(p->k[c]);
+        float *row = p->ht + c * V + j0;
+        const vfloat s0 = p->h0 ? v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0, count0) : v_zero();
+        const vfloat h0v = v_fma(ec, s0, v_mul(kc, u0));
+        if (stream && count0 == SIMD_LANES)
+            v_stream(row, h0v);
+        else
+            v_store_first(row, h0v, count0);
+        if (two) {
+            const vfloat s1 =
+                p->h0 ? v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + SIMD_LANES, count1) : v_zero();
+            const vfloat h1v = v_fma(ec, s1, v_mul(kc, u1));
+            if (stream && count1 == SIMD_LANES)
+                v_stream(row + SIMD_LANES, h1v);
+            else
+                v_store_first(row + SIMD_LANES, h1v, count1);
+        }
+    }
+}
+
 /* One token t from h0 (zeros without it), as the recurrence (H2-H8, E5), in
- * two passes over the state, the least a step can read and write: the first
- * reads S and forms e (.) S^T q and the correction's S^T k (with the decay,
- * or without it for Comba) together; then u = b (v - S^T k) (v for the
- * linear family), o = scale (S'^T q) = scale ((e (.) q)^T S + u (k . q)); the
- * second writes ht = e (.) S + k u^T, when asked for (S read again, from the
- * caches). e_c = exp(g) (per channel for gk, 1 without decay). */
+ * one pass over the state, by blocks of columns (a column's update needs
+ * only that column: u_j = b (v_j - (S^T k)_j)): for each block, a sweep down
+ * the rows forms e (.) S^T q and the correction's S^T k (with the decay, or
+ * without it for Comba) in registers; then u = b (v - S^T k) (v for the
+ * linear family) and o = scale (S'^T q) = scale ((e (.) q)^T S + u (k . q));
+ * a second sweep, over the block now in L1, writes ht = e (.) S + k u^T when
+ * asked for. The state is read once and written once, the least a step can.
+ * e_c = exp(g) (per channel for gk, 1 without decay). Each column's sums
+ * run down the rows in order, whatever the blocks. */
 static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t, int64_t hv,
                             int64_t seq)
 {
     const int64_t K = r->K, V = r->V, h = hv / (r->HV / r->H), KV = K * V;
-    float *k = w->kq, *q = w->kq + K, *v = w->v, *sq = w->U, *sk = w->Vp, *e = w->G, *qe = w->KQd, *ke = w->KQd + K;
+    float *k = w->kq, *q = w->kq + K, *v = w->v, *e = w->G, *qe = w->KQd, *ke = w->KQd + K;
     load_row(r->q, (t * r->H + h) * K, K, q);
     load_row(r->k, (t * r->H + h) * K, K, k);
     load_row(r->v, (t * r->HV + hv) * V, V, v);
@@ -490,65 +562,33 @@ static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         kq += k[c] * q[c];
 
     const lacs_tensor *h0 = r->h0;
-    const int h0_bf16 = h0 && h0->dtype == LACS_BF16;
     const int64_t base = (seq * r->HV + hv) * KV;
-    /* the first pass, row by row (the order the state lies in memory, which the prefetchers follow) */
-    for (int64_t j = 0; j < V; j += SIMD_LANES) {
-        v_store_first(sq + j, v_zero(), V - j);
-        v_store_first(sk + j, v_zero(), V - j);
+    float *out = w->R;
+    token_columns p = {r,     qe,         ke,   k, e, v, b, kq, (float)r->scale, h0 ? h0->data : NULL,
+                       h0 && h0->dtype == LACS_BF16, base, K, V, r->ht ? (float *)r->ht->data + base : NULL, out};
+    /* a state larger than the caches: ht written with non-temporal stores (no read of each line before it is
+     * written), the blocks then starting at ht's first vector boundary (a row's head before it), the same
+     * in every row when a row is whole vectors long (else ordinary stores) */
+    const int stream = p.ht && V % SIMD_LANES == 0 &&
+                       (double)lacs_tensor_count(r->ht) * sizeof(float) >= LACS_CPU_STREAM_BYTES;
+    int64_t j0 = 0;
+    if (stream) {
+        const int64_t past = (int64_t)(((uintptr_t)p.ht % (SIMD_LANES * sizeof(float))) / sizeof(float));
+        const int64_t head = past ? (SIMD_LANES - past < V ? SIMD_LANES - past : V) : 0;
+        if (head > 0)
+            token_block(&p, 0, head, 0, 0);
+        j0 = head;
     }
-    for (int64_t c = 0; h0 && c < K; c++) {
-        const vfloat qc = v_set1(qe[c]), kc = v_set1(ke[c]);
-        for (int64_t j = 0; j < V; j += SIMD_LANES) {
-            const int64_t count = V - j;
-            const vfloat s = v_load_any(h0->data, h0_bf16, base + c * V + j, count);
-            v_store_first(sq + j, v_fma(qc, s, v_load_first(sq + j, count)), count);
-            v_store_first(sk + j, v_fma(kc, s, v_load_first(sk + j, count)), count);
-        }
-    }
-    /* u = b (v - S^T k), or v; o = scale (sq + u kq) */
-    float *u = w->R, *out = w->R + V;
-    for (int64_t j = 0; j < V; j += SIMD_LANES) {
-        const int64_t count = V - j;
-        const vfloat vj = v_load_first(v + j, count);
-        const vfloat uj = r->step == STEP_NONE ? vj : v_mul(v_set1(b), v_sub(vj, v_load_first(sk + j, count)));
-        v_store_first(u + j, uj, count);
-        v_store_first(out + j, v_mul(v_set1((float)r->scale), v_fma(uj, v_set1(kq), v_load_first(sq + j, count))),
-                      count);
-    }
-    store_outputs(r, out, t, 1, hv);
-    if (!r->ht)
-        return;
-    /* the second pass: ht = e (.) S + k u^T; a state larger than the caches is written with non-temporal
-     * stores (no read of each line before it is written), each row's head and tail (partial lines) with
-     * ordinary ones */
-    float *ht = (float *)r->ht->data + base;
-    const int stream = (double)lacs_tensor_count(r->ht) * sizeof(float) >= LACS_CPU_STREAM_BYTES;
-    for (int64_t c = 0; c < K; c++) {
-        float *row = ht + c * V;
-        const vfloat ec = v_set1(e[c]), kc = v_set1(k[c]);
-        int64_t j = 0;
-        if (stream) {
-            const int64_t past = (int64_t)(((uintptr_t)row % (SIMD_LANES * sizeof(float))) / sizeof(float));
-            const int64_t head = past ? (SIMD_LANES - past < V ? SIMD_LANES - past : V) : 0;
-            if (head > 0) {
-                const vfloat s = h0 ? v_load_any(h0->data, h0_bf16, base + c * V, head) : v_zero();
-                v_store_first(row, v_fma(ec, s, v_mul(kc, v_load_first(u, head))), head);
-                j = head;
-            }
-            for (; j + SIMD_LANES <= V; j += SIMD_LANES) {
-                const vfloat s = h0 ? v_load_any(h0->data, h0_bf16, base + c * V + j, SIMD_LANES) : v_zero();
-                v_stream(row + j, v_fma(ec, s, v_mul(kc, v_load_first(u + j, SIMD_LANES))));
-            }
-        }
-        for (; j < V; j += SIMD_LANES) {
-            const int64_t count = V - j;
-            const vfloat s = h0 ? v_load_any(h0->data, h0_bf16, base + c * V + j, count) : v_zero();
-            v_store_first(row + j, v_fma(ec, s, v_mul(kc, v_load_first(u + j, count))), count);
-        }
+    for (; j0 < V; j0 += 2 * SIMD_LANES) {
+        const int64_t width = V - j0 < 2 * SIMD_LANES ? V - j0 : 2 * SIMD_LANES;
+        if (width > SIMD_LANES)
+            token_block(&p, j0, width, 1, stream);
+        else
+            token_block(&p, j0, width, 0, stream);
     }
     if (stream)
         simd_store_fence();
+    store_outputs(r, out, t, 1, hv);
 }
 
 const lacs_cpu_recurrent_kernels RECURRENT_KERNELS = {
