@@ -1,14 +1,17 @@
 /* ggml's ggml_gated_delta_net (through lacs_ggml_plugin.so) and builtin:cpu
  * side by side on the same inputs, timed alternately (README.md here).
  *
- *   ggml_vs_builtin [--plugin PATH] [--threads N] [--rounds R] [--shape T|decode|decode16 ...]
+ *   ggml_vs_builtin [--plugin PATH] [--threads N] [--rounds R] [--steps S] [--shape T|decode|decode16 ...]
  *
  * gated_delta_rule, H = HV = 16, K = V = 128, inputs as lacs-bench draws
  * them (q, k unit rows, beta a sigmoid, g = -softplus(x)/4, v normal; h0
  * small for the decode shapes, B = 1 or 16 sequences of one token). Each
- * round times one ggml graph (its inputs already in ggml's layout: the
- * adapter's conversions are not timed) and one lacs_cpu_run, alternately;
- * printed: the median and the best of each, their ratio, and the largest
+ * round times S calls of one ggml graph back to back (its inputs already in
+ * ggml's layout: the adapter's conversions are not timed), then S calls of
+ * lacs_cpu_run, alternately (S: --steps, default 1 for the prefill shapes
+ * and 50 for decode, which a decoder runs step after step, its threads
+ * awake); per call, printed: the median and the best of each over the
+ * rounds, their ratio, and the largest
  * difference between the two outputs relative to the output's largest
  * magnitude (a check that both computed the same thing). Threads: --threads
  * (both; default 2), as LACS_THREADS and LACS_GGML_THREADS.
@@ -81,9 +84,12 @@ static int compare_doubles(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int run_shape(const char *shape, int rounds, prepare_fn prepare, compute_fn compute, finish_fn finish)
+static int run_shape(const char *shape, int rounds, int steps, prepare_fn prepare, compute_fn compute,
+                     finish_fn finish)
 {
     const int decode = strncmp(shape, "decode", 6) == 0;
+    if (steps < 1)
+        steps = decode ? 50 : 1;
     const int64_t B = strcmp(shape, "decode16") == 0 ? 16 : 1, T = decode ? 1 : atoll(shape), H = 16, K = 128,
                   V = 128;
     if (T < 1) {
@@ -126,11 +132,13 @@ static int run_shape(const char *shape, int rounds, prepare_fn prepare, compute_
     double *t_ggml = malloc((size_t)rounds * sizeof *t_ggml), *t_cpu = malloc((size_t)rounds * sizeof *t_cpu);
     for (int r = 0; r < rounds; r++) {
         double t0 = now();
-        compute(call);
-        t_ggml[r] = now() - t0;
+        for (int step = 0; step < steps; step++)
+            compute(call);
+        t_ggml[r] = (now() - t0) / steps;
         t0 = now();
-        lacs_cpu_run("gated_delta_rule", in, n_in, NULL, 0, mine, n_out);
-        t_cpu[r] = now() - t0;
+        for (int step = 0; step < steps; step++)
+            lacs_cpu_run("gated_delta_rule", in, n_in, NULL, 0, mine, n_out);
+        t_cpu[r] = (now() - t0) / steps;
     }
     finish(call, theirs, n_out);
     double worst = 0, largest = 0;
@@ -144,10 +152,10 @@ static int run_shape(const char *shape, int rounds, prepare_fn prepare, compute_
     qsort(t_ggml, (size_t)rounds, sizeof *t_ggml, compare_doubles);
     qsort(t_cpu, (size_t)rounds, sizeof *t_cpu, compare_doubles);
     const double g_med = t_ggml[rounds / 2], c_med = t_cpu[rounds / 2];
-    printf("shape=%s B=%lld T=%lld H=16 K=V=128 rounds=%d ggml_median_ms=%.3f ggml_best_ms=%.3f "
+    printf("shape=%s B=%lld T=%lld H=16 K=V=128 rounds=%d steps=%d ggml_median_ms=%.3f ggml_best_ms=%.3f "
            "builtin_cpu_median_ms=%.3f builtin_cpu_best_ms=%.3f ggml_over_builtin_cpu=%.2f "
            "max_difference_relative=%.2e\n",
-           shape, (long long)B, (long long)T, rounds, g_med * 1e3, t_ggml[0] * 1e3, c_med * 1e3, t_cpu[0] * 1e3,
+           shape, (long long)B, (long long)T, rounds, steps, g_med * 1e3, t_ggml[0] * 1e3, c_med * 1e3, t_cpu[0] * 1e3,
            g_med / c_med, largest > 0 ? worst / largest : worst);
     fflush(stdout);
     free(t_ggml);
@@ -165,7 +173,7 @@ int main(int argc, char **argv)
 {
     const char *plugin = "build/ggml/lacs_ggml_plugin.so";
     const char *threads = "2";
-    int rounds = 7;
+    int rounds = 7, steps = 0;
     const char *shapes[16];
     int n_shapes = 0;
     for (int i = 1; i < argc; i++) {
@@ -175,10 +183,12 @@ int main(int argc, char **argv)
             threads = argv[++i];
         else if (i + 1 < argc && strcmp(argv[i], "--rounds") == 0)
             rounds = atoi(argv[++i]);
+        else if (i + 1 < argc && strcmp(argv[i], "--steps") == 0)
+            steps = atoi(argv[++i]);
         else if (i + 1 < argc && strcmp(argv[i], "--shape") == 0 && n_shapes < 16)
             shapes[n_shapes++] = argv[++i];
         else {
-            fprintf(stderr, "usage: ggml_vs_builtin [--plugin PATH] [--threads N] [--rounds R] "
+            fprintf(stderr, "usage: ggml_vs_builtin [--plugin PATH] [--threads N] [--rounds R] [--steps S] "
                             "[--shape T|decode|decode16 ...]\n");
             return 2;
         }
@@ -207,7 +217,7 @@ int main(int argc, char **argv)
     const char *isa = lacs_cpu_isa_name();
     printf("ggml_vs_builtin threads=%s builtin_cpu_isa=%s plugin=%s\n", threads, isa ? isa : "na", plugin);
     for (int i = 0; i < n_shapes; i++) {
-        const int rc = run_shape(shapes[i], rounds, prepare, compute, finish);
+        const int rc = run_shape(shapes[i], rounds, steps, prepare, compute, finish);
         if (rc != 0)
             return rc;
     }
