@@ -6,9 +6,9 @@
  *   lacs run      run an op on the user's inputs
  *   lacs explain  what a case is, and where an implementation goes wrong on it
  *
- * This file holds main, the usage text, the helpers every command uses to
- * read its options, and the one way user errors are reported: one line
- * `lacs: <problem>` on stderr and exit status 2 (cli.h).
+ * This file holds main and its table of commands, the usage text, the helpers
+ * every command uses to read its options, and the one way user errors are
+ * reported: one line `lacs: <problem>` on stderr and exit status 2 (cli.h).
  */
 #include <errno.h>
 #include <math.h>
@@ -21,41 +21,69 @@
 #include "cli.h"
 #include "lacs/types.h"
 
-static const char usage_text[] =
-    "usage: lacs <command> [options]   (lacs <command> --help for its options)\n"
-    "\n"
-    "  list     [--op OP] [--tier fp32|bf16] [--vectors DIR]\n"
-    "           the cases and the implementations available\n"
-    "  check    --impl IMPL [--op OP ...] [--tier fp32|bf16] [--vectors DIR] [--json FILE] [--junit FILE]\n"
-    "           [--shard I/N] [--timeout SECONDS] [--jobs N] [--quiet] [--verbose]\n"
-    "           run IMPL on every case and compare its outputs with the goldens\n"
-    "  compare  GOLDEN.safetensors CANDIDATE.safetensors [--json FILE]\n"
-    "           compare a file of outputs with one golden vector\n"
-    "  run      --op OP --impl IMPL --in IN.safetensors --out OUT.safetensors [--param NAME=VALUE ...]\n"
-    "           [--tier fp32|bf16] [--force]\n"
-    "           compute an op on your own inputs\n"
-    "  explain  CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--force]\n"
-    "           what a case tests; with --impl, where the implementation goes wrong\n"
-    "\n"
-    "IMPL: builtin:reference (the double reference), PATH.so (a plugin exporting lacs_plugin_run,\n"
-    "include/lacs/plugin.h), python:FILE_OR_MODULE:FUNCTION (run by /usr/bin/python3 -m lacs check).\n"
-    "Vectors: --vectors DIR, else ./vectors/core, else $LACS_VECTORS.\n"
-    "Exit status: 0 every case passed, 1 something failed, 2 a usage or input error.\n";
+/* The commands, in the order of `lacs --help`. A new command is one row. */
+static const cli_command commands[] = {
+    {"list",
+     "  list     [--op OP] [--tier fp32|bf16] [--vectors DIR] [--no-verify]\n"
+     "           the cases and the implementations available\n",
+     cli_list},
+    {"check",
+     "  check    --impl IMPL [--op OP ...] [--tier fp32|bf16] [--vectors DIR] [--json FILE] [--junit FILE]\n"
+     "           [--shard I/N] [--timeout SECONDS] [--jobs N] [--strict] [--no-verify] [--quiet] [--verbose]\n"
+     "           run IMPL on every case, compare its outputs with the goldens, give the verdict per op and tier\n",
+     cli_check},
+    {"compare",
+     "  compare  GOLDEN.safetensors CANDIDATE.safetensors [--json FILE] [--no-verify]\n"
+     "           compare a file of outputs with one golden vector\n",
+     cli_compare},
+    {"run",
+     "  run      --op OP --impl IMPL --in IN.safetensors --out OUT.safetensors [--param NAME=VALUE ...]\n"
+     "           [--tier fp32|bf16] [--timeout SECONDS] [--force]\n"
+     "           compute an op on your own inputs\n",
+     cli_run},
+    {"explain",
+     "  explain  CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--timeout SECONDS] [--force] [--no-verify]\n"
+     "           what a case tests; with --impl, where the implementation goes wrong\n",
+     cli_explain},
+};
+enum { N_COMMANDS = sizeof commands / sizeof commands[0] };
+
+static void print_usage(FILE *out)
+{
+    fputs("usage: lacs <command> [options]   (lacs <command> --help for its options)\n\n", out);
+    for (int i = 0; i < N_COMMANDS; i++)
+        fputs(commands[i].usage, out);
+    fputs("\n"
+          "IMPL: builtin:reference (the double reference), builtin:cpu, builtin:cuda, PATH.so (a plugin exporting\n"
+          "lacs_plugin_run, include/lacs/plugin.h), python:FILE_OR_MODULE:FUNCTION (run by /usr/bin/python3 -m lacs\n"
+          "check). Vectors: --vectors DIR, else ./vectors/core, else $LACS_VECTORS; each file is verified against\n"
+          "its MANIFEST.json unless --no-verify.\n"
+          "Exit status: 0 nothing failed and nothing was skipped without being declared, 1 something failed or\n"
+          "was skipped undeclared, 2 a usage or input error (a rejected vector included).\n",
+          out);
+}
 
 int cli_error(const char *fmt, ...)
 {
-    char message[2048];
+    char message[2048], shown[4096];
     va_list args;
     va_start(args, fmt);
     vsnprintf(message, sizeof message, fmt, args);
     va_end(args);
-    /* One line, whatever the message quoted (a dlerror text, a file name). */
-    for (char *p = message; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
+    /* One printable line, whatever the message quoted (a dlerror text, a file name). */
+    lacs_printable(message, shown, sizeof shown);
     fflush(stdout);
-    fprintf(stderr, "lacs: %s\n", message);
+    fprintf(stderr, "lacs: %s\n", shown);
     return CLI_EXIT_USAGE;
+}
+
+const char *cli_text(const char *text)
+{
+    static char buffers[8][2048];
+    static int next;
+    char *buffer = buffers[next];
+    next = (next + 1) % 8;
+    return lacs_printable(text ? text : "", buffer, sizeof buffers[0]);
 }
 
 int cli_option_value(int argc, char **argv, int *i, const char *name, const char **value)
@@ -66,16 +94,19 @@ int cli_option_value(int argc, char **argv, int *i, const char *name, const char
         return 0;
     if (arg[length] == '=') {
         *value = arg + length + 1;
-        return 1;
-    }
-    if (arg[length] != '\0')
+    } else if (arg[length] != '\0') {
         return 0;
-    if (*i + 1 >= argc) {
-        cli_error("option %s needs a value", name);
+    } else if (*i + 1 >= argc) {
+        cli_error("option %s needs a value (%s=VALUE or %s VALUE)", name, name, name);
+        return -1;
+    } else {
+        *i += 1;
+        *value = argv[*i];
+    }
+    if (!**value) {
+        cli_error("option %s needs a value (%s=VALUE or %s VALUE)", name, name, name);
         return -1;
     }
-    *i += 1;
-    *value = argv[*i];
     return 1;
 }
 
@@ -103,6 +134,13 @@ int cli_parse_double(const char *text, double *out)
     return 0;
 }
 
+int cli_parse_timeout(const char *text, double *seconds)
+{
+    if (cli_parse_double(text, seconds) != 0 || *seconds <= 0 || *seconds > 1e6)
+        return cli_error("bad --timeout '%s': expected a positive number of seconds (at most 1e6)", text);
+    return 0;
+}
+
 double cli_now(void)
 {
     struct timespec now;
@@ -113,12 +151,12 @@ double cli_now(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(usage_text, stderr);
+        print_usage(stderr);
         return CLI_EXIT_USAGE;
     }
     const char *command = argv[1];
     if (cli_is_help(command) || strcmp(command, "help") == 0) {
-        fputs(usage_text, stdout);
+        print_usage(stdout);
         return 0;
     }
     if (strcmp(command, "--version") == 0) {
@@ -126,18 +164,11 @@ int main(int argc, char **argv)
         return 0;
     }
     /* Each command sees its own arguments, argv[0] being the command's name. */
-    int command_argc = argc - 1;
-    char **command_argv = argv + 1;
-    if (strcmp(command, "list") == 0)
-        return cli_list(command_argc, command_argv);
-    if (strcmp(command, "check") == 0)
-        return cli_check(command_argc, command_argv);
-    if (strcmp(command, "compare") == 0)
-        return cli_compare(command_argc, command_argv);
-    if (strcmp(command, "run") == 0)
-        return cli_run(command_argc, command_argv);
-    if (strcmp(command, "explain") == 0)
-        return cli_explain(command_argc, command_argv, argv[0]);
-    return cli_error("unknown command '%s' (commands: list, check, compare, run, explain; see lacs --help)",
-                     command);
+    for (int i = 0; i < N_COMMANDS; i++)
+        if (strcmp(command, commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1, argv[0]);
+    char names[256] = "";
+    for (int i = 0; i < N_COMMANDS; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", commands[i].name);
+    return cli_error("unknown command '%s' (commands: %s; see lacs --help)", command, names);
 }

@@ -1,11 +1,17 @@
-/* lacs check --impl IMPL [...]: run an implementation on every case and
- * compare its outputs with the goldens (SPEC.md 11).
+/* lacs check --impl IMPL [...]: run an implementation on every case,
+ * compare its outputs with the goldens (SPEC.md 11), and give the verdict
+ * per op and tier (SPEC.md 11.7).
  *
- * The cases are found and filtered (cli_cases.c), then the shard keeps the
- * ones whose index in that sorted list is I-1 mod N. Each case runs in a
- * child process (cli_child.c); up to --jobs of them at once. Results are
- * printed in case order as soon as every earlier case has finished, so the
- * output is the same whatever --jobs is.
+ * The report paths are checked first (nothing is run if a report could not
+ * be written). The cases are found, verified against their manifest and
+ * filtered (cli_cases.c, lacs/cases.h), then the shard keeps the ones whose
+ * index in that sorted list is I-1 mod N. A case the implementation's
+ * declaration leaves out is not run; a rejected vector is a FAIL that is not
+ * the implementation's. Each other case runs in a child process
+ * (cli_child.c); up to --jobs of them at once. Results are printed in case
+ * order as soon as every earlier case has finished, so the output is the
+ * same whatever --jobs is. Then the verdict table, the counts and the
+ * citable closing line (lacs/verdict.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,23 +25,30 @@
 static const char check_usage[] =
     "usage: lacs check --impl IMPL [--op OP[,OP...]] [--tier fp32|bf16] [--vectors DIR]\n"
     "                  [--json FILE] [--junit FILE] [--shard I/N] [--timeout SECONDS] [--jobs N]\n"
-    "                  [--quiet] [--verbose]\n"
+    "                  [--strict] [--no-verify] [--quiet] [--verbose]\n"
     "\n"
     "Runs IMPL on every case and compares its outputs with the goldens. One line per case:\n"
     "  PASS  0.0123    delta_rule-fp32-t64      (status, worst error/allowed ratio, id; 1 is the limit)\n"
-    "and under a FAIL, where and why. Ends with `N passed, M failed, K skipped`.\n"
-    "  --impl IMPL       builtin:reference, PATH.so (a plugin exporting lacs_plugin_run)\n"
+    "and under a FAIL, where and why. Then the verdict per op and tier (conforms, partial, fails, not\n"
+    "claimed), `N passed, M failed, K skipped`, and the line to cite: \"conforms to lacs spec 1.3 for ops\n"
+    "... in tiers ...\" or why not.\n"
+    "  --impl IMPL       builtin:reference, builtin:cpu, builtin:cuda, PATH.so (a plugin exporting\n"
+    "                    lacs_plugin_run; ABI v1.1 may declare what it implements)\n"
     "  --op OP           only this op (repeatable, or comma-separated)\n"
     "  --tier TIER       only fp32 or bf16 cases\n"
     "  --vectors DIR     default ./vectors/core, else $LACS_VECTORS\n"
-    "  --json FILE       write a JSON report (replacing FILE)\n"
-    "  --junit FILE      write a JUnit XML report (replacing FILE)\n"
+    "  --json FILE       write a JSON report (replacing FILE; never a link, FIFO or golden vector)\n"
+    "  --junit FILE      write a JUnit XML report (the same)\n"
     "  --shard I/N       only the cases whose index in the filtered list is I-1 mod N\n"
-    "  --timeout SECONDS a case running longer fails (default 300)\n"
+    "  --timeout SECONDS a case running longer fails (default 300; also the time a plugin has to load)\n"
     "  --jobs N          run up to N cases at once (default 1)\n"
-    "  --quiet           print only failures and the closing line\n"
+    "  --strict          count the strict cases in the verdict (by default they are listed beside it)\n"
+    "  --no-verify       do not verify the vectors against their MANIFEST.json (their SHA-256)\n"
+    "  --quiet           print only failures, the verdict and the closing lines\n"
     "  --verbose         print every output's ratio and the time of each case\n"
-    "Exit status: 0 if no case failed and at least one ran, 1 otherwise, 2 for a usage error.\n";
+    "Exit status: 0 if no case failed, no case was skipped without being declared (lacs_plugin_describe)\n"
+    "and some case passed; 1 otherwise; 2 for a usage error or a rejected vector (missing, not listed,\n"
+    "altered or invalid).\n";
 
 typedef struct {
     const char *impl;
@@ -43,7 +56,7 @@ typedef struct {
     const char *vectors, *json, *junit;
     int shard_index, shard_count;
     double timeout;
-    int jobs, quiet, verbose;
+    int jobs, quiet, verbose, strict, no_verify;
 } check_options;
 
 static int parse_shard(const char *text, int *index, int *count)
@@ -79,6 +92,10 @@ static int parse_options(int argc, char **argv, check_options *o)
             o->quiet = 1;
         } else if (strcmp(argv[i], "--verbose") == 0) {
             o->verbose = 1;
+        } else if (strcmp(argv[i], "--strict") == 0) {
+            o->strict = 1;
+        } else if (strcmp(argv[i], "--no-verify") == 0) {
+            o->no_verify = 1;
         } else if ((got = cli_option_value(argc, argv, &i, "--impl", &value)) != 0) {
             if (got < 0)
                 return CLI_EXIT_USAGE;
@@ -106,10 +123,8 @@ static int parse_options(int argc, char **argv, check_options *o)
             if (got < 0 || parse_shard(value, &o->shard_index, &o->shard_count) != 0)
                 return CLI_EXIT_USAGE;
         } else if ((got = cli_option_value(argc, argv, &i, "--timeout", &value)) != 0) {
-            if (got < 0)
+            if (got < 0 || cli_parse_timeout(value, &o->timeout) != 0)
                 return CLI_EXIT_USAGE;
-            if (cli_parse_double(value, &o->timeout) != 0 || o->timeout <= 0)
-                return cli_error("bad --timeout '%s': expected a positive number of seconds", value);
         } else if ((got = cli_option_value(argc, argv, &i, "--jobs", &value)) != 0) {
             long jobs;
             if (got < 0)
@@ -161,30 +176,46 @@ typedef struct {
     cli_child child;
 } running_case;
 
-/* Loads case i and starts its child. Returns 1 if it is running, 0 if it has
- * already finished (the file did not load, or the child could not start). */
-static int start_case(running_case *slot, const cli_case *c, cli_result *r, const cli_impl *impl, double timeout)
+/* Starts case c: not run if its vector was rejected or the declaration
+ * leaves it out; else loads it (verified) and starts its child. Returns 1 if
+ * it is running, 0 if it has already finished. */
+static int start_case(running_case *slot, const lacs_case_entry *c, cli_result *r, cli_impl *impl, double timeout,
+                      const lacs_verdict *verdict)
 {
     cli_result_init(r, c->id, c->op, c->tier);
+    r->strict = c->strict;
+    r->flags = strdup(c->flags ? c->flags : "");
+    if (c->state != LACS_CASE_OK) {
+        cli_result_invalid(r, c->reason);
+        return 0;
+    }
+    char why[1024];
+    if (lacs_verdict_excludes(verdict, c->op, c->tier, c->flags, why, sizeof why)) {
+        cli_result_excluded(r, why);
+        return 0;
+    }
+    const double started = cli_now();
     slot->vector = calloc(1, sizeof *slot->vector);
     if (!slot->vector) {
         cli_result_fail(r, "out of memory loading %s", c->path);
         return 0;
     }
-    if (lacs_vector_load(c->path, slot->vector) != LACS_OK) {
-        cli_result_fail(r, "%s", lacs_last_error());
+    /* Verified as it is loaded: what runs is what was hashed. */
+    if (lacs_case_entry_load(c, slot->vector) != LACS_OK) {
+        cli_result_invalid(r, lacs_last_error());
         lacs_vector_free(slot->vector);
         free(slot->vector);
         slot->vector = NULL;
         return 0;
     }
     const lacs_vector *v = slot->vector;
-    snprintf(r->op, sizeof r->op, "%s", v->op);
-    snprintf(r->tier, sizeof r->tier, "%s", v->tier);
+    r->strict = lacs_vector_is_strict(v);
     cli_task task = {.impl = impl, .op = v->op, .inputs = v->inputs, .n_inputs = v->n_inputs,
                      .params = v->params, .n_params = v->n_params, .outputs = v->expected,
                      .n_outputs = v->n_outputs, .vector = v};
-    if (cli_child_start(&slot->child, &task, timeout) != 0) {
+    /* the timeout covers the loading too */
+    const double left = timeout - (cli_now() - started);
+    if (cli_child_start(&slot->child, &task, left > 0.001 ? left : 0.001) != 0) {
         cli_result_from_child(r, v, &slot->child);
         cli_child_free(&slot->child);
         lacs_vector_free(slot->vector);
@@ -192,6 +223,8 @@ static int start_case(running_case *slot, const cli_case *c, cli_result *r, cons
         slot->vector = NULL;
         return 0;
     }
+    slot->child.started = started;
+    slot->child.timeout = timeout;
     return 1;
 }
 
@@ -206,8 +239,8 @@ static void finish_case(running_case *slot, cli_result *r)
 }
 
 /* Runs every case, printing results in order; fills results[]. */
-static void run_cases(const check_options *o, const cli_impl *impl, const cli_case *cases, int n,
-                      cli_result *results)
+static void run_cases(const check_options *o, cli_impl *impl, const lacs_case_entry *cases, int n, cli_result *results,
+                      const lacs_verdict *verdict)
 {
     running_case *slots = calloc((size_t)o->jobs, sizeof *slots);
     char *finished = calloc((size_t)n, 1);
@@ -224,9 +257,9 @@ static void run_cases(const check_options *o, const cli_impl *impl, const cli_ca
         for (int s = 0; s < o->jobs && next < n; s++) {
             if (slots[s].case_index >= 0)
                 continue;
-            snprintf(progress.text, sizeof progress.text, "[%d/%d] %s", next + 1, n, cases[next].id);
+            snprintf(progress.text, sizeof progress.text, "[%d/%d] %s", next + 1, n, cli_text(cases[next].id));
             progress_draw(&progress);
-            if (start_case(&slots[s], &cases[next], &results[next], impl, o->timeout)) {
+            if (start_case(&slots[s], &cases[next], &results[next], impl, o->timeout, verdict)) {
                 slots[s].case_index = next;
                 running++;
             } else {
@@ -262,71 +295,109 @@ static void run_cases(const check_options *o, const cli_impl *impl, const cli_ca
     free(finished);
 }
 
-int cli_check(int argc, char **argv)
+void cli_print_verdict(const lacs_verdict *verdict, const cli_run_summary *summary)
 {
+    char *table = lacs_verdict_table(verdict), *citation = lacs_verdict_citation(verdict);
+    if (table)
+        fputs(table, stdout);
+    printf("%d passed, %d failed, %d skipped", summary->passed, summary->failed, summary->skipped);
+    if (summary->shard_count > 0)
+        printf(" (shard %d/%d)", summary->shard_index, summary->shard_count);
+    printf("\n%s\n", citation ? citation : "no verdict (out of memory)");
+    fflush(stdout);
+    free(table);
+    free(citation);
+}
+
+int cli_check(int argc, char **argv, const char *argv0)
+{
+    (void)argv0;
     check_options o;
     int rc = parse_options(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    cli_impl impl;
-    if (cli_impl_open(o.impl, &impl) != 0)
-        return CLI_EXIT_USAGE;
     const char *dir = cli_vectors_dir(o.vectors);
-    if (!dir) {
-        cli_impl_close(&impl);
+    if (!dir)
         return CLI_EXIT_USAGE;
-    }
+    /* Before any work: a report that could not be written is refused now, not after the run. */
+    if ((o.json && cli_report_check(o.json, dir) != 0) || (o.junit && cli_report_check(o.junit, dir) != 0))
+        return CLI_EXIT_USAGE;
+    cli_impl impl;
+    if (cli_impl_open(o.impl, &impl, o.timeout) != 0)
+        return CLI_EXIT_USAGE;
 
-    cli_case *all;
-    int n_all;
-    if (cli_find_cases(dir, &o.filter, &all, &n_all) != 0) {
+    lacs_case_list list;
+    /* verified: the manifest says what each case is, and each file is read once, when its case runs */
+    if (cli_find_cases(dir, &o.filter, o.no_verify ? LACS_CASES_READ : LACS_CASES_VERIFY, &list) != 0) {
         cli_impl_close(&impl);
         return CLI_EXIT_USAGE;
     }
     /* The shard: indexes congruent to I-1 mod N in the sorted, filtered list. */
+    const int n_all = list.n;
+    lacs_case_entry *cases = malloc((size_t)(n_all > 0 ? n_all : 1) * sizeof *cases);
     int n = 0;
-    for (int i = 0; i < n_all; i++) {
-        if (o.shard_count > 0 && i % o.shard_count != o.shard_index - 1) {
-            free(all[i].path);
-            free(all[i].flags);
-            free(all[i].reason);
-            continue;
-        }
-        all[n++] = all[i];
-    }
-    if (n == 0) {
-        cli_free_cases(all, n);
-        cli_impl_close(&impl);
-        if (n_all == 0)
-            return cli_error("no case under '%s' matches the filters%s", dir,
-                             o.filter.n_ops || o.filter.tier ? " (--op, --tier)" : "");
-        return cli_error("shard %d/%d of the %d matching cases is empty", o.shard_index, o.shard_count, n_all);
-    }
-
-    cli_result *results = calloc((size_t)n, sizeof *results);
-    if (!results) {
-        cli_free_cases(all, n);
+    for (int i = 0; cases && i < n_all; i++)
+        if (o.shard_count == 0 || i % o.shard_count == o.shard_index - 1)
+            cases[n++] = list.cases[i];
+    if (!cases) {
+        lacs_cases_free(&list);
         cli_impl_close(&impl);
         return cli_error("out of memory");
     }
-    run_cases(&o, &impl, all, n, results);
+    if (n_all == 0) {
+        free(cases);
+        lacs_cases_free(&list);
+        cli_impl_close(&impl);
+        return cli_error("no case under '%s' matches the filters%s", dir,
+                         o.filter.n_ops || o.filter.tier ? " (--op, --tier)" : "");
+    }
 
-    cli_run_summary summary = {.impl = o.impl, .vectors = dir, .shard_index = o.shard_index,
-                               .shard_count = o.shard_count};
+    lacs_verdict *verdict = lacs_verdict_new(o.strict);
+    cli_result *results = calloc((size_t)(n > 0 ? n : 1), sizeof *results);
+    if (!results || !verdict) {
+        free(results);
+        lacs_verdict_free(verdict);
+        free(cases);
+        lacs_cases_free(&list);
+        cli_impl_close(&impl);
+        return cli_error("out of memory");
+    }
+    cli_impl_declare(&impl, verdict);
+    char scope[128] = "";
+    if (o.shard_count > 0)
+        snprintf(scope, sizeof scope, "shard %d/%d only", o.shard_index, o.shard_count);
+    if (!list.manifest)
+        snprintf(scope + strlen(scope), sizeof scope - strlen(scope), "%son unverified vectors", scope[0] ? ", " : "");
+    lacs_verdict_scope(verdict, scope);
+    if (n > 0)
+        run_cases(&o, &impl, cases, n, results, verdict);
+
+    cli_run_summary summary = {.impl = o.impl, .vectors = dir, .manifest = list.manifest,
+                               .shard_index = o.shard_index, .shard_count = o.shard_count, .verdict = verdict};
     for (int i = 0; i < n; i++) {
         summary.passed += results[i].status == CLI_PASS;
         summary.failed += results[i].status == CLI_FAIL;
         summary.skipped += results[i].status == CLI_SKIP;
+        lacs_verdict_add(verdict, results[i].op, results[i].tier, results[i].id, results[i].flags,
+                         results[i].strict, results[i].outcome);
     }
-    printf("%d passed, %d failed, %d skipped", summary.passed, summary.failed, summary.skipped);
-    if (o.shard_count > 0)
-        printf(" (shard %d/%d)", o.shard_index, o.shard_count);
-    printf("\n");
-    fflush(stdout);
-
-    int status = summary.failed == 0 && summary.passed > 0 ? 0 : CLI_EXIT_FAILED;
-    if (summary.failed == 0 && summary.passed == 0)
-        fprintf(stderr, "lacs: no case ran: %s skipped every one of the %d cases\n", o.impl, n);
+    int status;
+    if (n == 0) {
+        /* an empty shard: nothing to check here, which is no failure */
+        printf("0 passed, 0 failed, 0 skipped (shard %d/%d)\n", o.shard_index, o.shard_count);
+        fflush(stdout);
+        fprintf(stderr, "lacs: shard %d/%d of the %d matching cases is empty: nothing to check in it\n",
+                o.shard_index, o.shard_count, n_all);
+        status = 0;
+    } else {
+        cli_print_verdict(verdict, &summary);
+        status = lacs_verdict_exit_status(verdict);
+        if (summary.passed == 0 && summary.failed == 0)
+            fprintf(stderr, "lacs: no case ran: %s skipped every one of the %d cases\n", cli_text(o.impl), n);
+        if (!list.manifest)
+            fprintf(stderr, "lacs: the vectors were not verified (--no-verify): the verdict holds only if they are "
+                            "the published ones\n");
+    }
     if (o.json && cli_write_json(o.json, &summary, results, n) != 0)
         status = CLI_EXIT_USAGE;
     if (o.junit && cli_write_junit(o.junit, &summary, results, n) != 0)
@@ -335,7 +406,9 @@ int cli_check(int argc, char **argv)
     for (int i = 0; i < n; i++)
         cli_result_free(&results[i]);
     free(results);
-    cli_free_cases(all, n);
+    lacs_verdict_free(verdict);
+    free(cases);
+    lacs_cases_free(&list);
     cli_impl_close(&impl);
     return status;
 }

@@ -15,11 +15,14 @@
 #include "lacs/ops.h"
 
 static const char compare_usage[] =
-    "usage: lacs compare GOLDEN.safetensors CANDIDATE.safetensors [--json FILE]\n"
+    "usage: lacs compare GOLDEN.safetensors CANDIDATE.safetensors [--json FILE] [--no-verify]\n"
     "\n"
     "Compares the outputs in CANDIDATE (named o, ht, ... or expected.o, ...; F32, BF16 or F64)\n"
     "with the goldens of the vector file GOLDEN. Prints each output's error/allowed ratio\n"
-    "(1 is the limit) and PASS or FAIL; exit status 0 (PASS), 1 (FAIL) or 2 (unreadable file).\n"
+    "(1 is the limit) and PASS or FAIL; exit status 0 (PASS), 1 (FAIL) or 2 (unreadable or rejected file).\n"
+    "GOLDEN must be listed, with its SHA-256, in the MANIFEST.json of its vectors directory\n"
+    "(GOLDEN is DIR/<op>/<id>.safetensors; DIR/MANIFEST.json or DIR/../MANIFEST.json).\n"
+    "  --no-verify   take GOLDEN as it is\n"
     "  --json FILE   write the result as lacs check --json does, with impl = CANDIDATE and\n"
     "                vectors = GOLDEN (replacing FILE)\n";
 
@@ -64,10 +67,11 @@ static int gather_outputs(const lacs_vector *v, const lacs_safetensors_file *can
     return 0;
 }
 
-int cli_compare(int argc, char **argv)
+int cli_compare(int argc, char **argv, const char *argv0)
 {
+    (void)argv0;
     const char *paths[2] = {NULL, NULL}, *json = NULL;
-    int n_paths = 0;
+    int n_paths = 0, no_verify = 0;
     for (int i = 1; i < argc; i++) {
         const char *value;
         int got;
@@ -75,7 +79,9 @@ int cli_compare(int argc, char **argv)
             fputs(compare_usage, stdout);
             return 0;
         }
-        if ((got = cli_option_value(argc, argv, &i, "--json", &value)) != 0) {
+        if (strcmp(argv[i], "--no-verify") == 0) {
+            no_verify = 1;
+        } else if ((got = cli_option_value(argc, argv, &i, "--json", &value)) != 0) {
             if (got < 0)
                 return CLI_EXIT_USAGE;
             json = value;
@@ -90,8 +96,13 @@ int cli_compare(int argc, char **argv)
     if (n_paths != 2)
         return cli_error("compare: expected GOLDEN.safetensors CANDIDATE.safetensors (see lacs compare --help)");
 
+    if (json && cli_report_check(json, NULL) != 0)
+        return CLI_EXIT_USAGE;
+    char sha256[65] = "", manifest[4096] = "";
+    if (!no_verify && lacs_cases_manifest_hash(paths[0], sha256, manifest, sizeof manifest) != LACS_OK)
+        return cli_error("%s", lacs_last_error());
     static lacs_vector v;
-    if (lacs_vector_load(paths[0], &v) != LACS_OK) {
+    if (lacs_vector_load_verified(paths[0], no_verify ? NULL : sha256, &v) != LACS_OK) {
         cli_error("%s", lacs_last_error());
         lacs_vector_free(&v);
         return CLI_EXIT_USAGE;
@@ -121,8 +132,8 @@ int cli_compare(int argc, char **argv)
 
     int status = r.status == CLI_PASS ? 0 : CLI_EXIT_FAILED;
     if (json) {
-        cli_run_summary summary = {.impl = paths[1], .vectors = paths[0], .passed = r.status == CLI_PASS,
-                                   .failed = r.status == CLI_FAIL, .skipped = 0};
+        cli_run_summary summary = {.impl = paths[1], .vectors = paths[0], .manifest = no_verify ? NULL : manifest,
+                                   .passed = r.status == CLI_PASS, .failed = r.status == CLI_FAIL, .skipped = 0};
         if (cli_write_json(json, &summary, &r, 1) != 0)
             status = CLI_EXIT_USAGE;
     }

@@ -28,7 +28,8 @@
 #include "lacs/ops.h"
 
 static const char explain_usage[] =
-    "usage: lacs explain CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--force]\n"
+    "usage: lacs explain CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--timeout SECONDS] [--force]\n"
+    "                    [--no-verify]\n"
     "\n"
     "CASE is a case id (delta_rule-fp32-t64, found as DIR/<op>/<id>.safetensors) or a vector file.\n"
     "Prints what the case tests: op, formula labels, flags, reason, parameters, shapes, tolerance.\n"
@@ -37,9 +38,11 @@ static const char explain_usage[] =
     "                   chunk of 16, 32 or 64, with a table of the error over t\n"
     "  --vectors DIR    where to find CASE by id (default ./vectors/core, else $LACS_VECTORS)\n"
     "  --plot FILE.png  with --impl: draw log10(ratio) against t (needs python3-matplotlib)\n"
-    "  --force          replace FILE.png if it exists\n";
+    "  --timeout SECONDS  with --impl: a run longer than this fails (default 300)\n"
+    "  --force          replace FILE.png if it is a regular file\n"
+    "  --no-verify      do not verify CASE against its MANIFEST.json\n";
 
-enum { EXPLAIN_TIMEOUT_SECONDS = 300, TIME_BUCKETS = 10 };
+enum { TIME_BUCKETS = 10 };
 
 /* The file behind CASE: CASE itself if it is a file, else DIR/<op>/<id>.safetensors. */
 static int resolve_case(const char *name, const char *vectors, char *path, size_t size)
@@ -81,15 +84,17 @@ static void print_shape(const int64_t *shape, int ndim)
 static void print_case(const lacs_vector *v)
 {
     const lacs_op_info *info = lacs_op_find(v->op);
-    printf("case       %s\n", v->id);
-    printf("file       %s\n", v->path);
+    printf("case       %s\n", cli_text(v->id));
+    printf("file       %s\n", cli_text(v->path));
     if (info)
         printf("op         %s (%s), reference %s\n", v->op, info->labels, info->reference);
     else
         printf("op         %s (not an op of this build)\n", v->op);
     printf("tier       %s\n", v->tier);
-    printf("flags      %s\n", v->flags[0] ? v->flags : "(none)");
-    printf("reason     %s\n", v->reason ? v->reason : "");
+    printf("flags      %s\n", v->flags[0] ? cli_text(v->flags) : "(none)");
+    printf("reason     %s\n", cli_text(v->reason ? v->reason : ""));
+    if (lacs_vector_is_strict(v))
+        printf("level      strict: %s\n", cli_text(v->level_reason ? v->level_reason : ""));
     printf("params    ");
     for (int i = 0; i < v->n_params; i++)
         printf("%s %s = %.17g", i ? "," : "", v->params[i].name, v->params[i].value);
@@ -329,73 +334,96 @@ static int find_plot_script(const char *argv0, char *path, size_t size)
     return 0;
 }
 
-/* Writes `t,ratio` lines to a temporary file and runs the plot script on it. */
+/* Writes `t,ratio` lines to a private temporary directory, runs the plot
+ * script on them there, and writes the PNG it draws to `png` through
+ * lacs_output_file_write (the rules of every file lacs writes). */
 static int plot(const char *argv0, const lacs_vector *v, const char *impl, const char *output_name,
-                const double *ratio_t, int64_t T, const char *png)
+                const double *ratio_t, int64_t T, const char *png, unsigned png_flags)
 {
     char script[4096];
     if (find_plot_script(argv0, script, sizeof script) != 0)
         return CLI_EXIT_USAGE;
     const char *tmpdir = getenv("TMPDIR");
-    char data[4096];
-    snprintf(data, sizeof data, "%s/lacs-explain-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    int fd = mkstemp(data);
-    if (fd < 0)
-        return cli_error("cannot create a temporary file for the plot data: %s", strerror(errno));
-    FILE *f = fdopen(fd, "w");
+    char private_dir[4096], data[4200], drawn[4200];
+    snprintf(private_dir, sizeof private_dir, "%s/lacs-explain-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    if (!mkdtemp(private_dir))
+        return cli_error("cannot create a temporary directory for the plot: %s", strerror(errno));
+    snprintf(data, sizeof data, "%s/error.csv", private_dir);
+    snprintf(drawn, sizeof drawn, "%s/plot.png", private_dir);
+    FILE *f = fopen(data, "w");
     if (!f) {
-        close(fd);
-        remove(data);
+        rmdir(private_dir);
         return cli_error("cannot write the plot data: %s", strerror(errno));
     }
-    fprintf(f, "# case %s\n# output %s\n# impl %s\n# tier %s\nt,ratio\n", v->id, output_name, impl, v->tier);
+    fprintf(f, "# case %s\n# output %s\n# impl %s\n# tier %s\nt,ratio\n", cli_text(v->id), output_name,
+            cli_text(impl), v->tier);
     for (int64_t t = 0; t < T; t++)
         fprintf(f, "%lld,%.17g\n", (long long)t, ratio_t[t]);
-    if (fclose(f) != 0) {
-        remove(data);
-        return cli_error("cannot write the plot data %s: %s", data, strerror(errno));
-    }
+    int rc = 0;
+    if (fclose(f) != 0)
+        rc = cli_error("cannot write the plot data %s: %s", data, strerror(errno));
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        remove(data);
-        return cli_error("cannot fork to run %s: %s", script, strerror(errno));
-    }
-    if (pid == 0) {
-        char *args[] = {"/usr/bin/python3", script, data, (char *)png, NULL};
+    pid_t pid = rc == 0 ? fork() : -1;
+    if (rc == 0 && pid < 0)
+        rc = cli_error("cannot fork to run %s: %s", script, strerror(errno));
+    if (rc == 0 && pid == 0) {
+        char *args[] = {"/usr/bin/python3", script, data, drawn, NULL};
         execv(args[0], args);
         fprintf(stderr, "lacs: cannot run /usr/bin/python3: %s\n", strerror(errno));
         _exit(CLI_EXIT_USAGE);
     }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    remove(data);
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        printf("plot       %s\n", png);
-        return 0;
+    if (rc == 0) {
+        int status;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == CLI_EXIT_USAGE)
+            rc = CLI_EXIT_USAGE; /* the script said why, in one line */
+        else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            rc = cli_error("%s failed (%s %d) drawing %s", script, WIFEXITED(status) ? "exit status" : "signal",
+                           WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), png);
     }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == CLI_EXIT_USAGE)
-        return CLI_EXIT_USAGE; /* the script said why, in one line */
-    return cli_error("%s failed (%s %d) drawing %s", script, WIFEXITED(status) ? "exit status" : "signal",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), png);
+    if (rc == 0) {
+        FILE *in = fopen(drawn, "rb");
+        unsigned char *bytes = NULL;
+        size_t size = 0;
+        if (in) {
+            fseek(in, 0, SEEK_END);
+            const long length = ftell(in);
+            fseek(in, 0, SEEK_SET);
+            bytes = length > 0 ? malloc((size_t)length) : NULL;
+            size = bytes && fread(bytes, 1, (size_t)length, in) == (size_t)length ? (size_t)length : 0;
+            fclose(in);
+        }
+        if (size == 0)
+            rc = cli_error("the plot script drew nothing at %s", drawn);
+        else if (lacs_output_file_write(png, bytes, size, NULL, png_flags) != LACS_OK)
+            rc = cli_error("%s", lacs_last_error());
+        else
+            printf("plot       %s\n", cli_text(png));
+        free(bytes);
+    }
+    remove(data);
+    remove(drawn);
+    rmdir(private_dir);
+    return rc;
 }
 
 /* Runs impl on v and explains its outputs. Returns the exit status. */
-static int explain_run(const lacs_vector *v, const cli_impl *impl, const char *png, const char *argv0)
+static int explain_run(const lacs_vector *v, cli_impl *impl, const char *png, unsigned png_flags, double timeout,
+                       const char *argv0)
 {
     cli_task task = {.impl = impl, .op = v->op, .inputs = v->inputs, .n_inputs = v->n_inputs, .params = v->params,
                      .n_params = v->n_params, .outputs = v->expected, .n_outputs = v->n_outputs, .vector = v};
     cli_child child;
-    if (cli_child_start(&child, &task, EXPLAIN_TIMEOUT_SECONDS) == 0)
+    if (cli_child_start(&child, &task, timeout) == 0)
         cli_child_wait(&child);
     cli_child_unblock();
     cli_result r;
     cli_result_init(&r, v->id, v->op, v->tier);
     cli_result_from_child(&r, v, &child);
 
-    printf("\nimpl       %s\n", impl->spec);
+    printf("\nimpl       %s\n", cli_text(impl->spec));
     int status = r.status == CLI_FAIL ? CLI_EXIT_FAILED : 0;
     double *ratio_t = NULL;
     int plotted_output = -1;
@@ -428,7 +456,7 @@ static int explain_run(const lacs_vector *v, const cli_impl *impl, const char *p
             rc = cli_error("explain: nothing to plot: %s has no output over time (t)", v->id);
         else
             rc = plot(argv0, v, impl->spec, r.outputs[plotted_output].name, ratio_t, v->layout[plotted_output].T,
-                      png);
+                      png, png_flags);
         if (rc != 0)
             status = rc;
     }
@@ -441,7 +469,8 @@ static int explain_run(const lacs_vector *v, const cli_impl *impl, const char *p
 int cli_explain(int argc, char **argv, const char *argv0)
 {
     const char *name = NULL, *impl_spec = NULL, *vectors = NULL, *png = NULL;
-    int force = 0;
+    int force = 0, no_verify = 0;
+    double timeout = 300;
     for (int i = 1; i < argc; i++) {
         const char *value;
         int got;
@@ -451,6 +480,11 @@ int cli_explain(int argc, char **argv, const char *argv0)
         }
         if (strcmp(argv[i], "--force") == 0) {
             force = 1;
+        } else if (strcmp(argv[i], "--no-verify") == 0) {
+            no_verify = 1;
+        } else if ((got = cli_option_value(argc, argv, &i, "--timeout", &value)) != 0) {
+            if (got < 0 || cli_parse_timeout(value, &timeout) != 0)
+                return CLI_EXIT_USAGE;
         } else if ((got = cli_option_value(argc, argv, &i, "--impl", &value)) != 0) {
             if (got < 0)
                 return CLI_EXIT_USAGE;
@@ -475,17 +509,24 @@ int cli_explain(int argc, char **argv, const char *argv0)
         return cli_error("explain: which case? (lacs explain CASE; lacs list shows them)");
     if (png && !impl_spec)
         return cli_error("explain: --plot draws an implementation's error: give --impl IMPL");
-    if (png && !force && access(png, F_OK) == 0)
-        return cli_error("'%s' exists: use --force to replace it", png);
+    const unsigned png_flags = (force ? LACS_OUTPUT_REPLACE : 0u) | LACS_OUTPUT_NOT_GOLDEN;
+    if (png && lacs_output_file_check(png, NULL, png_flags) != LACS_OK) {
+        if (!force && strstr(lacs_last_error(), "exists"))
+            return cli_error("'%s' exists: use --force to replace it", png);
+        return cli_error("%s", lacs_last_error());
+    }
 
     char path[4096];
     if (resolve_case(name, vectors, path, sizeof path) != 0)
         return CLI_EXIT_USAGE;
+    char sha256[65] = "", manifest[4096];
+    if (!no_verify && lacs_cases_manifest_hash(path, sha256, manifest, sizeof manifest) != LACS_OK)
+        return cli_error("%s", lacs_last_error());
     cli_impl impl;
-    if (impl_spec && cli_impl_open(impl_spec, &impl) != 0)
+    if (impl_spec && cli_impl_open(impl_spec, &impl, timeout) != 0)
         return CLI_EXIT_USAGE;
     static lacs_vector v;
-    if (lacs_vector_load(path, &v) != LACS_OK) {
+    if (lacs_vector_load_verified(path, no_verify ? NULL : sha256, &v) != LACS_OK) {
         lacs_vector_free(&v);
         if (impl_spec)
             cli_impl_close(&impl);
@@ -494,7 +535,7 @@ int cli_explain(int argc, char **argv, const char *argv0)
     print_case(&v);
     int status = 0;
     if (impl_spec) {
-        status = explain_run(&v, &impl, png, argv0);
+        status = explain_run(&v, &impl, png, png_flags, timeout, argv0);
         cli_impl_close(&impl);
     }
     lacs_vector_free(&v);

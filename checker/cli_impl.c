@@ -4,10 +4,13 @@
  *   builtin:cpu                   the optimized CPU implementation (lacs_cpu_run, optimized/cpu/)
  *   builtin:cuda                  the CUDA implementation (lacs_cuda_run in liblacs_cuda.so, optimized/cuda/)
  *   python:FILE_OR_MODULE:FUNC    run by the Python harness, not by this program
- *   anything else                 a path to a shared library exporting lacs_plugin_run (ABI v1, lacs/plugin.h)
+ *   anything else                 a path to a shared library exporting lacs_plugin_run (ABI v1.1, lacs/plugin.h)
  *
- * A plugin is dlopen'd once, in the parent, before any child is forked, so
- * that every child inherits it already loaded and relocated.
+ * A plugin is never loaded in this process: its constructors run whatever
+ * they like (an exit(0) would end a run that then looks like a success). It
+ * is loaded first in a probe process of its own, which also reads its
+ * declaration (lacs_plugin_describe, ABI v1.1), and then in each case's
+ * process (cli_child.c).
  *
  * builtin:cuda is a library of its own, build/liblacs_cuda.so (make cuda), so
  * that this program needs no CUDA runtime: it is loaded like a plugin, from
@@ -17,9 +20,12 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -156,15 +162,208 @@ static int open_cuda(cli_impl *impl)
 const char *cli_impl_last_error(const cli_impl *impl)
 {
     const char *own = impl->last_error ? impl->last_error() : NULL;
+    if (impl->kind == CLI_IMPL_PLUGIN)
+        return own && *own ? own : NULL; /* a plugin's reason, never this process's stale lacs_last_error */
     return own && *own ? own : lacs_last_error();
 }
 
-int cli_impl_open(const char *spec, cli_impl *impl)
+/* ---- what an implementation declares ---- */
+
+/* builtin:cuda implements these ops, and not the per-channel gate (optimized/cuda/README.md). */
+static const char cuda_ops[] = "delta_rule gated_delta_rule efla path_attn rmsnorm rmsnorm_vjp dyt dyt_vjp dyisru "
+                               "dyisru_vjp";
+static const char cuda_unsupported[] = "PerChannelGate";
+
+void cli_impl_declare(const cli_impl *impl, lacs_verdict *verdict)
+{
+    if (impl->declared)
+        lacs_verdict_declare(verdict, impl->name[0] ? impl->name : NULL, impl->ops[0] ? impl->ops : NULL,
+                             impl->tiers[0] ? impl->tiers : NULL, impl->unsupported[0] ? impl->unsupported : NULL);
+}
+
+/* ---- plugins: loaded in a process of their own ---- */
+
+/* One line of the probe's answer: text with its line breaks made spaces. */
+static void put_line(int fd, const char *text)
+{
+    char line[1100];
+    snprintf(line, sizeof line - 1, "%s", text ? text : "");
+    for (char *p = line; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    strcat(line, "\n");
+    const size_t n = strlen(line);
+    if (write(fd, line, n) != (ssize_t)n)
+        _exit(3);
+}
+
+/* In the probe process: load the plugin, find lacs_plugin_run, ask for its
+ * declaration; write "ok" and five lines (whether it declares, name, ops,
+ * tiers, unsupported), or "error" and why. */
+static void probe_child(const char *path, int fd)
+{
+    void *library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+        put_line(fd, "error");
+        const char *why = dlerror();
+        put_line(fd, why ? why : "dlopen failed");
+        _exit(0);
+    }
+    dlerror();
+    if (!dlsym(library, plugin_symbol)) {
+        const char *why = dlerror();
+        char text[1024];
+        snprintf(text, sizeof text, "does not export %s (include/lacs/plugin.h): %s", plugin_symbol,
+                 why ? why : "the symbol is NULL");
+        put_line(fd, "error");
+        put_line(fd, text);
+        _exit(0);
+    }
+    const void *describe_symbol = dlsym(library, "lacs_plugin_describe");
+    const lacs_plugin_description *d = NULL;
+    if (describe_symbol) {
+        const lacs_plugin_description *(*describe)(void);
+        *(void **)&describe = (void *)describe_symbol;
+        d = describe();
+    }
+    if (d && d->abi_major != LACS_PLUGIN_ABI_MAJOR) {
+        char text[256];
+        snprintf(text, sizeof text, "declares plugin ABI %d.%d; this checker reads ABI %d.x", d->abi_major,
+                 d->abi_minor, LACS_PLUGIN_ABI_MAJOR);
+        put_line(fd, "error");
+        put_line(fd, text);
+        _exit(0);
+    }
+    put_line(fd, "ok");
+    put_line(fd, d ? "declared" : "-");
+    put_line(fd, d ? d->name : "");
+    put_line(fd, d ? d->ops : "");
+    put_line(fd, d ? d->tiers : "");
+    put_line(fd, d ? d->unsupported : "");
+    _exit(0);
+}
+
+/* Loads the plugin in a child first: its constructors may exit, crash or hang,
+ * and none of that may end or fool this process. */
+static int probe_plugin(cli_impl *impl, double timeout)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return cli_error("cannot load plugin '%s': pipe: %s", impl->spec, strerror(errno));
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return cli_error("cannot load plugin '%s': fork: %s", impl->spec, strerror(errno));
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        close(fds[0]);
+        dup2(STDERR_FILENO, STDOUT_FILENO); /* what it prints stays off the report */
+        probe_child(impl->path, fds[1]);
+        _exit(0);
+    }
+    setpgid(pid, pid);
+    close(fds[1]);
+    char answer[8192];
+    size_t got = 0;
+    const double deadline = cli_now() + timeout;
+    int timed_out = 0;
+    for (;;) {
+        const double left = deadline - cli_now();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        const int ready = poll(&p, 1, (int)(left * 1000) + 1);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0)
+            continue;
+        const ssize_t n = read(fds[0], answer + got, sizeof answer - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (got += (size_t)n) >= sizeof answer - 1)
+            break;
+        /* a whole answer: stop here, even if something the plugin started keeps the pipe open */
+        int lines = 0;
+        for (size_t i = 0; i < got; i++)
+            lines += answer[i] == '\n';
+        if ((got >= 3 && strncmp(answer, "ok\n", 3) == 0 && lines >= 6) ||
+            (got >= 6 && strncmp(answer, "error\n", 6) == 0 && lines >= 2))
+            break;
+    }
+    close(fds[0]);
+    answer[got] = '\0';
+    kill(-pid, SIGKILL); /* the probe and anything it started */
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (timed_out)
+        return cli_error("cannot load plugin '%s': loading it did not finish within %gs (a constructor that hangs?)",
+                         impl->spec, timeout);
+    /* the lines of the answer, empty ones kept: "ok", "declared" or "-", name, ops, tiers, unsupported */
+    char *lines[6] = {0};
+    int n_lines = 0;
+    for (char *p = answer; *p && n_lines < 6;) {
+        char *end = strchr(p, '\n');
+        if (!end)
+            break; /* an unfinished line: the probe died while writing */
+        *end = '\0';
+        lines[n_lines++] = p;
+        p = end + 1;
+    }
+    if (n_lines >= 1 && strcmp(lines[0], "error") == 0)
+        return cli_error("cannot load plugin '%s': %s", impl->spec, n_lines > 1 ? lines[1] : "unknown error");
+    if (n_lines < 6 || strcmp(lines[0], "ok") != 0) {
+        if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
+            return cli_error("cannot load plugin '%s': it crashed while loading: %s (%s)", impl->spec,
+                             strsignal(WTERMSIG(status)), "a constructor, or lacs_plugin_describe");
+        return cli_error("cannot load plugin '%s': it exited with status %d while loading (a constructor called "
+                         "exit?): it cannot be checked",
+                         impl->spec, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    impl->declared = strcmp(lines[1], "declared") == 0;
+    snprintf(impl->name, sizeof impl->name, "%s", lines[2]);
+    snprintf(impl->ops, sizeof impl->ops, "%s", lines[3]);
+    snprintf(impl->tiers, sizeof impl->tiers, "%s", lines[4]);
+    snprintf(impl->unsupported, sizeof impl->unsupported, "%s", lines[5]);
+    return 0;
+}
+
+int cli_impl_load_in_child(cli_impl *impl, char *why, size_t size)
+{
+    if (impl->kind != CLI_IMPL_PLUGIN || impl->run)
+        return 0;
+    impl->library = dlopen(impl->path, RTLD_NOW | RTLD_LOCAL);
+    if (!impl->library) {
+        const char *error = dlerror();
+        snprintf(why, size, "cannot load the plugin: %s", error ? error : "dlopen failed");
+        return -1;
+    }
+    void *run = dlsym(impl->library, plugin_symbol), *last_error = dlsym(impl->library, "lacs_plugin_last_error");
+    if (!run) {
+        snprintf(why, size, "the plugin does not export %s", plugin_symbol);
+        return -1;
+    }
+    /* POSIX guarantees that a function's dlsym address converts to a function pointer. */
+    *(void **)&impl->run = run;
+    if (last_error)
+        *(void **)&impl->last_error = last_error;
+    return 0;
+}
+
+int cli_impl_open(const char *spec, cli_impl *impl, double timeout)
 {
     memset(impl, 0, sizeof *impl);
     impl->spec = spec;
     if (strcmp(spec, "builtin:reference") == 0) {
         impl->kind = CLI_IMPL_REFERENCE;
+        impl->declared = 1; /* every op, both tiers */
+        snprintf(impl->name, sizeof impl->name, "builtin:reference");
         return 0;
     }
     if (strcmp(spec, "builtin:cpu") == 0) {
@@ -173,10 +372,21 @@ int cli_impl_open(const char *spec, cli_impl *impl)
         impl->kind = CLI_IMPL_BUILTIN;
         impl->run = lacs_cpu_run;
         impl->last_error = lacs_last_error;
+        impl->declared = 1;
+        snprintf(impl->name, sizeof impl->name, "builtin:cpu");
+        snprintf(impl->ops, sizeof impl->ops, "%s", lacs_cpu_declared_ops());
         return 0;
     }
-    if (strcmp(spec, "builtin:cuda") == 0)
-        return open_cuda(impl);
+    if (strcmp(spec, "builtin:cuda") == 0) {
+        const int rc = open_cuda(impl);
+        if (rc == 0) {
+            impl->declared = 1;
+            snprintf(impl->name, sizeof impl->name, "builtin:cuda");
+            snprintf(impl->ops, sizeof impl->ops, "%s", cuda_ops);
+            snprintf(impl->unsupported, sizeof impl->unsupported, "%s", cuda_unsupported);
+        }
+        return rc;
+    }
     if (strncmp(spec, "builtin:", 8) == 0)
         return cli_error("unknown implementation '%s' (builtins: builtin:reference, builtin:cpu, builtin:cuda)",
                          spec);
@@ -186,28 +396,15 @@ int cli_impl_open(const char *spec, cli_impl *impl)
 
     /* A plugin. dlopen searches the library path for a bare name: say "./" so
      * that the file the user named is the one loaded. */
-    char path[4096];
-    snprintf(path, sizeof path, "%s%s", strchr(spec, '/') ? "" : "./", spec);
-    if (access(path, F_OK) != 0)
+    snprintf(impl->path, sizeof impl->path, "%s%s", strchr(spec, '/') ? "" : "./", spec);
+    struct stat st;
+    if (stat(impl->path, &st) != 0)
         return cli_error("implementation '%s' is not builtin:reference, builtin:cpu, builtin:cuda, python:... or an "
                          "existing plugin file", spec);
+    if (!S_ISREG(st.st_mode))
+        return cli_error("cannot load plugin '%s': not a regular file", spec);
     impl->kind = CLI_IMPL_PLUGIN;
-    impl->library = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!impl->library)
-        return cli_error("cannot load plugin '%s': %s", spec, dlerror());
-    dlerror(); /* clear any earlier error, so that a NULL below is reported with its own text */
-    void *symbol = dlsym(impl->library, plugin_symbol);
-    if (!symbol) {
-        const char *why = dlerror();
-        cli_error("plugin '%s' does not export %s (include/lacs/plugin.h): %s", spec, plugin_symbol,
-                  why ? why : "the symbol is NULL");
-        dlclose(impl->library);
-        impl->library = NULL;
-        return CLI_EXIT_USAGE;
-    }
-    /* POSIX guarantees that a function's dlsym address converts to a function pointer. */
-    impl->run = (cli_plugin_fn)symbol;
-    return 0;
+    return probe_plugin(impl, timeout);
 }
 
 void cli_impl_close(cli_impl *impl)

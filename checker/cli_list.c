@@ -7,13 +7,15 @@
 #include "cli.h"
 
 static const char list_usage[] =
-    "usage: lacs list [--op OP[,OP...]] [--tier fp32|bf16] [--vectors DIR]\n"
+    "usage: lacs list [--op OP[,OP...]] [--tier fp32|bf16] [--vectors DIR] [--no-verify]\n"
     "\n"
-    "Lists the cases under DIR/<op>/*.safetensors (id, flags, reason), sorted by id,\n"
+    "Lists the cases under DIR/<op>/*.safetensors (id, flags, reason), sorted by id, each verified\n"
+    "against the MANIFEST.json that covers DIR (missing, not listed or altered files say so),\n"
     "then the implementations that lacs check accepts.\n"
     "  --op OP        only this op (repeatable, or comma-separated)\n"
     "  --tier TIER    only fp32 or bf16 cases\n"
-    "  --vectors DIR  default ./vectors/core, else $LACS_VECTORS\n";
+    "  --vectors DIR  default ./vectors/core, else $LACS_VECTORS\n"
+    "  --no-verify    do not read the manifest\n";
 
 static void print_implementations(void)
 {
@@ -30,15 +32,17 @@ static void print_implementations(void)
     char cuda[1200];
     cli_cuda_status(cuda, sizeof cuda);
     printf("  %-34s  the CUDA implementation (lacs_cuda_run): %s\n", "builtin:cuda", cuda);
-    printf("  %-34s  %s\n", "PATH.so", "a shared library exporting lacs_plugin_run (ABI v1, include/lacs/plugin.h)");
+    printf("  %-34s  %s\n", "PATH.so", "a shared library exporting lacs_plugin_run (ABI v1.1, include/lacs/plugin.h)");
     printf("  %-34s  %s\n", "python:FILE_OR_MODULE:FUNCTION",
            "a Python function, run by PYTHONPATH=python /usr/bin/python3 -m lacs check");
 }
 
-int cli_list(int argc, char **argv)
+int cli_list(int argc, char **argv, const char *argv0)
 {
+    (void)argv0;
     cli_filter filter = {0};
     const char *vectors = NULL;
+    int no_verify = 0;
     for (int i = 1; i < argc; i++) {
         const char *value;
         int got;
@@ -46,7 +50,9 @@ int cli_list(int argc, char **argv)
             fputs(list_usage, stdout);
             return 0;
         }
-        if ((got = cli_option_value(argc, argv, &i, "--op", &value)) != 0) {
+        if (strcmp(argv[i], "--no-verify") == 0) {
+            no_verify = 1;
+        } else if ((got = cli_option_value(argc, argv, &i, "--op", &value)) != 0) {
             if (got < 0 || cli_filter_add_ops(&filter, value) != 0)
                 return CLI_EXIT_USAGE;
         } else if ((got = cli_option_value(argc, argv, &i, "--tier", &value)) != 0) {
@@ -64,32 +70,34 @@ int cli_list(int argc, char **argv)
     const char *dir = cli_vectors_dir(vectors);
     if (!dir)
         return CLI_EXIT_USAGE;
-    cli_case *cases;
-    int n;
-    if (cli_find_cases(dir, &filter, &cases, &n) != 0)
+    lacs_case_list list;
+    if (cli_find_cases(dir, &filter, (no_verify ? 0u : LACS_CASES_VERIFY) | LACS_CASES_READ, &list) != 0)
         return CLI_EXIT_USAGE;
 
     int id_width = 2, flags_width = 5;
-    for (int i = 0; i < n; i++) {
-        int id_length = (int)strlen(cases[i].id), flags_length = (int)strlen(cases[i].flags);
+    for (int i = 0; i < list.n; i++) {
+        int id_length = (int)strlen(cli_text(list.cases[i].id)), flags_length = (int)strlen(list.cases[i].flags);
         id_width = id_length > id_width ? id_length : id_width;
         flags_width = flags_length > flags_width ? flags_length : flags_width;
     }
-    printf("%d case%s under %s\n", n, n == 1 ? "" : "s", dir);
-    if (n > 0)
+    printf("%d case%s under %s (%s%s)\n", list.n, list.n == 1 ? "" : "s", cli_text(dir),
+           list.manifest ? "verified against " : "not verified", list.manifest ? cli_text(list.manifest) : "");
+    if (list.n > 0)
         printf("  %-*s  %-*s  %s\n", id_width, "id", flags_width, "flags", "reason");
-    for (int i = 0; i < n; i++) {
-        cli_case *c = &cases[i];
+    for (int i = 0; i < list.n; i++) {
+        lacs_case_entry *c = &list.cases[i];
         /* One word per column: the flags joined by commas. */
         for (char *p = c->flags; *p; p++)
             if (*p == ' ')
                 *p = ',';
-        if (c->loads)
-            printf("  %-*s  %-*s  %s\n", id_width, c->id, flags_width, c->flags, c->reason);
+        if (c->state == LACS_CASE_OK)
+            printf("  %-*s  %-*s  %s%s\n", id_width, cli_text(c->id), flags_width, c->flags, c->strict ? "(strict) " : "",
+                   cli_text(c->reason));
         else
-            printf("  %-*s  %-*s  cannot be loaded: %s\n", id_width, c->id, flags_width, "?", c->reason);
+            printf("  %-*s  %-*s  %s: %s\n", id_width, cli_text(c->id), flags_width, "?", cli_case_state_words(c),
+                   cli_text(c->reason));
     }
-    cli_free_cases(cases, n);
+    lacs_cases_free(&list);
     print_implementations();
     return 0;
 }

@@ -1,17 +1,25 @@
 /* lacs CLI: the machine-readable reports of `lacs check` (--json, --junit)
  * and `lacs compare --json`.
  *
- * JSON: {"lacs_version", "impl", "vectors", "summary": {"passed", "failed",
- * "skipped"}, "cases": [{"id", "op", "tier", "status", "ratio" (null when
- * skipped or not finite), "ratio_text", "outputs": [...], "message",
- * "seconds"}]}. JSON has no NaN or infinity: every non-finite number is null,
- * its text in the neighbouring "..._text" field where it matters.
+ * JSON: {"lacs_version", "impl", "vectors", "manifest" (null: unverified),
+ * ["shard"], "summary": {"passed", "failed", "skipped"}, "verdict" (lacs/
+ * verdict.h's object: level, citation, exit_status, groups per op and tier,
+ * strict failures), "cases": [{"id", "op", "tier", "status", "outcome",
+ * "strict", "ratio" (null when skipped or not finite), "ratio_text",
+ * "outputs": [...], "message", "seconds"}]}. JSON has no NaN or infinity:
+ * every non-finite number is null, its text in the neighbouring "..._text"
+ * field where it matters. Every string is printable UTF-8 (lacs_printable).
  *
  * JUnit: one <testsuite name="lacs">, one <testcase> per case (classname =
- * op, name = id), <failure> for a FAIL, <skipped/> for a SKIP.
+ * op, name = id), <failure> for a FAIL, <skipped/> for a SKIP; the verdict's
+ * citation as a property.
  *
- * Both are written to FILE.tmp and renamed onto FILE: a report is either
- * whole or absent. They are outputs, so an existing FILE is replaced.
+ * Every report goes through cli_write_report, and so through
+ * lacs_output_file_write (lacs/output.h): a temporary file of its own beside FILE,
+ * renamed onto it, so that a report is whole or absent, concurrent runs do
+ * not collide, nothing is written through a link, a FIFO or a device is
+ * refused, and no golden vector is ever overwritten. They are outputs, so an
+ * existing regular FILE is replaced.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -58,6 +66,12 @@ static cJSON *output_json(const cli_result *r, int o)
     return object;
 }
 
+static const char *outcome_text(int outcome)
+{
+    static const char *const words[] = {"passed", "failed", "skipped", "not run (declared)", "vector rejected"};
+    return outcome >= 0 && outcome <= LACS_OUTCOME_INVALID ? words[outcome] : "?";
+}
+
 static cJSON *case_json(const cli_result *r)
 {
     cJSON *object = cJSON_CreateObject();
@@ -65,6 +79,8 @@ static cJSON *case_json(const cli_result *r)
     cJSON_AddStringToObject(object, "op", r->op);
     cJSON_AddStringToObject(object, "tier", r->tier);
     cJSON_AddStringToObject(object, "status", status_text(r->status));
+    cJSON_AddStringToObject(object, "outcome", outcome_text(r->outcome));
+    cJSON_AddBoolToObject(object, "strict", r->strict);
     char ratio[32];
     if (r->status == CLI_SKIP || (r->n_outputs == 0 && isnan(r->ratio))) {
         cJSON_AddNullToObject(object, "ratio");
@@ -85,27 +101,17 @@ static cJSON *case_json(const cli_result *r)
     return object;
 }
 
-/* Writes text to path.tmp and renames it onto path. */
-static int write_replacing(const char *path, const char *what, const char *text)
+int cli_report_check(const char *path, const char *vectors)
 {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
-        return cli_error("cannot write the %s report '%s': the path is too long", what, path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return cli_error("cannot write the %s report '%s': %s", what, tmp, strerror(errno));
-    int failed = fputs(text, f) < 0;
-    failed |= fclose(f) != 0;
-    if (failed) {
-        int saved = errno;
-        remove(tmp);
-        return cli_error("cannot write the %s report '%s': %s", what, tmp, strerror(saved));
-    }
-    if (rename(tmp, path) != 0) {
-        int saved = errno;
-        remove(tmp);
-        return cli_error("cannot write the %s report '%s': %s", what, path, strerror(saved));
-    }
+    if (lacs_output_file_check(path, vectors, LACS_OUTPUT_REPLACE | LACS_OUTPUT_NOT_GOLDEN) != LACS_OK)
+        return cli_error("cannot write the report: %s", lacs_last_error());
+    return 0;
+}
+
+int cli_write_report(const char *path, const char *what, const char *text, size_t length, const char *vectors)
+{
+    if (lacs_output_file_write(path, text, length, vectors, LACS_OUTPUT_REPLACE | LACS_OUTPUT_NOT_GOLDEN) != LACS_OK)
+        return cli_error("cannot write the %s report: %s", what, lacs_last_error());
     return 0;
 }
 
@@ -113,8 +119,12 @@ int cli_write_json(const char *path, const cli_run_summary *summary, const cli_r
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "lacs_version", LACS_SPEC_VERSION);
-    cJSON_AddStringToObject(root, "impl", summary->impl);
-    cJSON_AddStringToObject(root, "vectors", summary->vectors);
+    cJSON_AddStringToObject(root, "impl", cli_text(summary->impl));
+    cJSON_AddStringToObject(root, "vectors", cli_text(summary->vectors));
+    if (summary->manifest)
+        cJSON_AddStringToObject(root, "manifest", cli_text(summary->manifest));
+    else
+        cJSON_AddNullToObject(root, "manifest");
     if (summary->shard_count > 0) {
         char shard[64];
         snprintf(shard, sizeof shard, "%d/%d", summary->shard_index, summary->shard_count);
@@ -124,6 +134,15 @@ int cli_write_json(const char *path, const cli_run_summary *summary, const cli_r
     cJSON_AddNumberToObject(totals, "passed", summary->passed);
     cJSON_AddNumberToObject(totals, "failed", summary->failed);
     cJSON_AddNumberToObject(totals, "skipped", summary->skipped);
+    if (summary->verdict) {
+        char *verdict = lacs_verdict_json(summary->verdict);
+        cJSON *parsed = verdict ? cJSON_Parse(verdict) : NULL;
+        free(verdict);
+        if (parsed)
+            cJSON_AddItemToObject(root, "verdict", parsed);
+        else
+            cJSON_AddNullToObject(root, "verdict");
+    }
     cJSON *cases = cJSON_AddArrayToObject(root, "cases");
     for (int i = 0; i < n; i++)
         cJSON_AddItemToArray(cases, case_json(&results[i]));
@@ -131,7 +150,7 @@ int cli_write_json(const char *path, const cli_run_summary *summary, const cli_r
     cJSON_Delete(root);
     if (!text)
         return cli_error("cannot write the JSON report '%s': out of memory", path);
-    int rc = write_replacing(path, "JSON", text);
+    int rc = cli_write_report(path, "JSON", text, strlen(text), summary->vectors);
     cJSON_free(text);
     return rc;
 }
@@ -185,10 +204,20 @@ int cli_write_junit(const char *path, const cli_run_summary *summary, const cli_
     fprintf(f, "<testsuite name=\"lacs\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"%d\" time=\"%.6f\">\n",
             n, summary->failed, summary->skipped, total_seconds);
     fputs("  <properties>\n    <property name=\"impl\" value=\"", f);
-    put_xml_text(f, summary->impl);
+    put_xml_text(f, cli_text(summary->impl));
     fputs("\"/>\n    <property name=\"vectors\" value=\"", f);
-    put_xml_text(f, summary->vectors);
-    fprintf(f, "\"/>\n    <property name=\"lacs_version\" value=\"%s\"/>\n  </properties>\n", LACS_SPEC_VERSION);
+    put_xml_text(f, cli_text(summary->vectors));
+    fputs("\"/>\n    <property name=\"manifest\" value=\"", f);
+    put_xml_text(f, summary->manifest ? cli_text(summary->manifest) : "(not verified)");
+    fprintf(f, "\"/>\n    <property name=\"lacs_version\" value=\"%s\"/>\n", LACS_SPEC_VERSION);
+    if (summary->verdict) {
+        char *citation = lacs_verdict_citation(summary->verdict);
+        fputs("    <property name=\"verdict\" value=\"", f);
+        put_xml_text(f, citation ? citation : "");
+        fputs("\"/>\n", f);
+        free(citation);
+    }
+    fputs("  </properties>\n", f);
     for (int i = 0; i < n; i++) {
         const cli_result *r = &results[i];
         fputs("  <testcase classname=\"", f);
@@ -221,7 +250,7 @@ int cli_write_junit(const char *path, const cli_run_summary *summary, const cli_
         free(text);
         return cli_error("cannot write the JUnit report '%s': out of memory", path);
     }
-    int rc = write_replacing(path, "JUnit", text);
+    int rc = cli_write_report(path, "JUnit", text, length, summary->vectors);
     free(text);
     return rc;
 }

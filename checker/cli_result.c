@@ -18,23 +18,45 @@
 void cli_result_init(cli_result *r, const char *id, const char *op, const char *tier)
 {
     memset(r, 0, sizeof *r);
-    snprintf(r->id, sizeof r->id, "%s", id);
-    snprintf(r->op, sizeof r->op, "%s", op);
-    snprintf(r->tier, sizeof r->tier, "%s", tier);
+    /* what came from file names and metadata, printable once and for all */
+    lacs_printable(id, r->id, sizeof r->id);
+    lacs_printable(op, r->op, sizeof r->op);
+    lacs_printable(tier, r->tier, sizeof r->tier);
     r->status = CLI_FAIL;
+    r->outcome = LACS_OUTCOME_FAIL;
     r->ratio = NAN;
 }
 
 void cli_result_free(cli_result *r)
 {
     free(r->message);
+    free(r->flags);
     r->message = NULL;
+    r->flags = NULL;
 }
 
+/* The message, printable (it quotes file names, plugins' reasons). */
 static void set_message(cli_result *r, const char *text)
 {
     free(r->message);
-    r->message = strdup(text);
+    const size_t size = 4 * strlen(text) + 4;
+    r->message = malloc(size);
+    if (r->message)
+        lacs_printable(text, r->message, size);
+}
+
+void cli_result_invalid(cli_result *r, const char *message)
+{
+    r->status = CLI_FAIL;
+    r->outcome = LACS_OUTCOME_INVALID;
+    set_message(r, message);
+}
+
+void cli_result_excluded(cli_result *r, const char *why)
+{
+    r->status = CLI_SKIP;
+    r->outcome = LACS_OUTCOME_EXCLUDED;
+    set_message(r, why);
 }
 
 void cli_result_fail(cli_result *r, const char *fmt, ...)
@@ -45,6 +67,7 @@ void cli_result_fail(cli_result *r, const char *fmt, ...)
     vsnprintf(text, sizeof text, fmt, args);
     va_end(args);
     r->status = CLI_FAIL;
+    r->outcome = LACS_OUTCOME_FAIL;
     set_message(r, text);
 }
 
@@ -67,6 +90,7 @@ void cli_result_evaluate(cli_result *r, const lacs_vector *v, const lacs_tensor 
     }
     /* NaN compares false: a NaN ratio fails. */
     r->status = r->ratio <= 1 ? CLI_PASS : CLI_FAIL;
+    r->outcome = r->status == CLI_PASS ? LACS_OUTCOME_PASS : LACS_OUTCOME_FAIL;
 }
 
 void cli_result_from_child(cli_result *r, const lacs_vector *v, const cli_child *c)
@@ -78,6 +102,7 @@ void cli_result_from_child(cli_result *r, const lacs_vector *v, const cli_child 
         break;
     case CLI_UNSUPPORTED:
         r->status = CLI_SKIP;
+        r->outcome = LACS_OUTCOME_SKIP;
         r->ratio = NAN;
         set_message(r, c->message);
         break;

@@ -24,20 +24,23 @@
 
 static const char run_usage[] =
     "usage: lacs run --op OP --impl IMPL --in IN.safetensors --out OUT.safetensors\n"
-    "                [--param NAME=VALUE ...] [--tier fp32|bf16] [--force]\n"
+    "                [--param NAME=VALUE ...] [--tier fp32|bf16] [--timeout SECONDS] [--force]\n"
     "\n"
     "Computes OP on the tensors of IN (named q, k, v, beta, ...; x, dy, ... for the norms) and\n"
     "writes its outputs (o, ht, y, ...) to OUT: F64 from builtin:reference, F32 from a plugin.\n"
     "  --param NAME=VALUE  a parameter of the op (scale, eps, cap, form, convention); the others\n"
     "                      take their defaults (scale = K^-1/2, eps = 0, form = 1, convention = 0)\n"
     "  --tier TIER         round the floating-point inputs to F32 (fp32) or BF16 (bf16) first\n"
-    "  --force             replace OUT if it exists\n";
+    "  --timeout SECONDS   a plugin running longer fails (default 300)\n"
+    "  --force             replace OUT if it is a regular file (never a link, a FIFO, or a file under a\n"
+    "                      directory holding a MANIFEST.json: golden vectors)\n";
 
-enum { MAX_RUN_INPUTS = 32, MAX_RUN_PARAMS = 16, RUN_TIMEOUT_SECONDS = 300 };
+enum { MAX_RUN_INPUTS = 32, MAX_RUN_PARAMS = 16 };
 
 typedef struct {
     const char *op, *impl, *in, *out, *tier;
     int force;
+    double timeout;
     char param_names[MAX_RUN_PARAMS][48];
     lacs_param params[MAX_RUN_PARAMS];
     int n_params;
@@ -69,6 +72,7 @@ static int parse_param(const char *text, const lacs_op_info *info, run_options *
 static int parse_options(int argc, char **argv, run_options *o)
 {
     memset(o, 0, sizeof *o);
+    o->timeout = 300;
     const char *params[MAX_RUN_PARAMS];
     int n_params = 0;
     for (int i = 1; i < argc; i++) {
@@ -100,6 +104,9 @@ static int parse_options(int argc, char **argv, run_options *o)
             if (got < 0 || cli_check_tier(value) != 0)
                 return CLI_EXIT_USAGE;
             o->tier = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--timeout", &value)) != 0) {
+            if (got < 0 || cli_parse_timeout(value, &o->timeout) != 0)
+                return CLI_EXIT_USAGE;
         } else if ((got = cli_option_value(argc, argv, &i, "--param", &value)) != 0) {
             if (got < 0)
                 return CLI_EXIT_USAGE;
@@ -184,7 +191,7 @@ static char *run_metadata(const run_options *o, const lacs_param *params, int n_
 }
 
 /* Runs the op; fills outputs[] (data malloc'd or in the child's mapping). Returns 0, or the exit status. */
-static int compute(const run_options *o, const cli_impl *impl, const lacs_tensor *inputs, int n_inputs,
+static int compute(const run_options *o, cli_impl *impl, const lacs_tensor *inputs, int n_inputs,
                    const lacs_param *params, int n_params, lacs_tensor *outputs, int n_outputs, cli_child *child)
 {
     if (impl->kind == CLI_IMPL_REFERENCE) {
@@ -200,19 +207,19 @@ static int compute(const run_options *o, const cli_impl *impl, const lacs_tensor
     }
     cli_task task = {.impl = impl, .op = o->op, .inputs = inputs, .n_inputs = n_inputs, .params = params,
                      .n_params = n_params, .outputs = outputs, .n_outputs = n_outputs};
-    if (cli_child_start(child, &task, RUN_TIMEOUT_SECONDS) == 0)
+    if (cli_child_start(child, &task, o->timeout) == 0)
         cli_child_wait(child);
     cli_child_unblock();
     if (child->outcome == CLI_UNSUPPORTED) {
         /* the reason, where the implementation gave one: "unsupported by the implementation (why)" */
         const char *why = strchr(child->message, '(');
         const int length = why ? (int)strlen(why) - 2 : 0;
-        fprintf(stderr, "lacs: %s does not support %s (it returned LACS_UNSUPPORTED)%s%.*s\n", o->impl, o->op,
+        fprintf(stderr, "lacs: %s does not support %s (it returned LACS_UNSUPPORTED)%s%.*s\n", cli_text(o->impl), o->op,
                 why ? "; " : "", length > 0 ? length : 0, why ? why + 1 : "");
         return CLI_EXIT_FAILED;
     }
     if (child->outcome != CLI_RAN) {
-        fprintf(stderr, "lacs: %s on %s: %s\n", o->impl, o->in, child->message);
+        fprintf(stderr, "lacs: %s on %s: %s\n", cli_text(o->impl), cli_text(o->in), cli_text(child->message));
         return CLI_EXIT_FAILED;
     }
     for (int i = 0; i < n_outputs; i++)
@@ -220,16 +227,22 @@ static int compute(const run_options *o, const cli_impl *impl, const lacs_tensor
     return 0;
 }
 
-int cli_run(int argc, char **argv)
+int cli_run(int argc, char **argv, const char *argv0)
 {
+    (void)argv0;
     run_options o;
     int rc = parse_options(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    if (!o.force && access(o.out, F_OK) == 0)
-        return cli_error("'%s' exists: use --force to replace it", o.out);
+    /* before any work: OUT a new path, or a regular file with --force; never under golden vectors */
+    const unsigned out_flags = (o.force ? LACS_OUTPUT_REPLACE : 0u) | LACS_OUTPUT_NOT_GOLDEN;
+    if (lacs_output_file_check(o.out, NULL, out_flags) != LACS_OK) {
+        if (!o.force && strstr(lacs_last_error(), "exists"))
+            return cli_error("'%s' exists: use --force to replace it", o.out);
+        return cli_error("%s", lacs_last_error());
+    }
     cli_impl impl;
-    if (cli_impl_open(o.impl, &impl) != 0)
+    if (cli_impl_open(o.impl, &impl, o.timeout) != 0)
         return CLI_EXIT_USAGE;
     lacs_safetensors_file in;
     if (lacs_safetensors_read(o.in, &in) != LACS_OK) {
@@ -302,10 +315,15 @@ int cli_run(int argc, char **argv)
         goto done;
 
     metadata = run_metadata(&o, params, n_params);
-    if (lacs_safetensors_write(o.out, outputs, n_outputs, "lacs", metadata, o.force) != LACS_OK) {
+    uint8_t *bytes = NULL;
+    size_t size = 0;
+    if (lacs_safetensors_serialize(outputs, n_outputs, "lacs", metadata, o.out, &bytes, &size) != LACS_OK ||
+        lacs_output_file_write(o.out, bytes, size, NULL, out_flags) != LACS_OK) {
+        free(bytes);
         status = cli_error("%s", lacs_last_error());
         goto done;
     }
+    free(bytes);
     printf("wrote %s:", o.out);
     for (int i = 0; i < n_outputs; i++) {
         printf("%s %s %s [", i ? "," : "", outputs[i].name, lacs_dtype_name(outputs[i].dtype));

@@ -71,6 +71,33 @@ static const lacs_op_info op_table[] = {
     {"softcap_vjp", LACS_FAMILY_NORM, "N6", "lacs_ref_softcap_vjp", "x dy", "", "cap", "dx dcap"},
     {"l2norm", LACS_FAMILY_NORM, "SPEC 3", "lacs_ref_l2norm", "x", "", "eps convention", "y"},
     {"l2norm_vjp", LACS_FAMILY_NORM, "SPEC 3", "lacs_ref_l2norm_vjp", "x dy", "", "eps convention", "dx"},
+    /* The gradients of the ops on sequences (SPEC.md 4.19): each op's inputs
+     * and the cotangents do (of o) and dht (of ht); d<x> for every
+     * floating-point input x given. */
+    {"linear_attn_vjp", LACS_FAMILY_VJP, "H2", "lacs_ref_linear_attn_vjp", "q k v do", "h0 dht cu_seqlens", "scale",
+     "dq dk dv dh0"},
+    {"retention_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_retention_vjp", "q k v g_gamma do", "h0 dht cu_seqlens",
+     "scale", "dq dk dv dg_gamma dh0"},
+    {"simple_gla_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_simple_gla_vjp", "q k v g do", "h0 dht cu_seqlens", "scale",
+     "dq dk dv dg dh0"},
+    {"gla_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_gla_vjp", "q k v gk do", "h0 dht cu_seqlens", "scale",
+     "dq dk dv dgk dh0"},
+    {"delta_rule_vjp", LACS_FAMILY_VJP, "H6, E1", "lacs_ref_delta_rule_vjp", "q k v beta do", "h0 dht cu_seqlens",
+     "scale", "dq dk dv dbeta dh0"},
+    {"gated_delta_rule_vjp", LACS_FAMILY_VJP, "H8", "lacs_ref_gated_delta_rule_vjp", "q k v beta do",
+     "g gk h0 dht cu_seqlens", "scale", "dq dk dv dbeta dg dgk dh0"},
+    {"comba_vjp", LACS_FAMILY_VJP, "H8", "lacs_ref_comba_vjp", "q k v beta g do", "h0 dht cu_seqlens", "scale",
+     "dq dk dv dbeta dg dh0"},
+    {"efla_vjp", LACS_FAMILY_VJP, "E5", "lacs_ref_efla_vjp", "q k v beta do", "h0 dht cu_seqlens", "scale",
+     "dq dk dv dbeta dh0"},
+    {"softmax_attn_vjp", LACS_FAMILY_VJP, "H1", "lacs_ref_softmax_attn_vjp", "q k v do", "cu_seqlens", "scale",
+     "dq dk dv"},
+    {"fox_vjp", LACS_FAMILY_VJP, "H10", "lacs_ref_fox_vjp", "q k v do", "g g_gamma cu_seqlens", "scale",
+     "dq dk dv dg dg_gamma"},
+    {"deltaformer_vjp", LACS_FAMILY_VJP, "H11", "lacs_ref_deltaformer_vjp", "q k v do", "beta cu_seqlens",
+     "scale form", "dq dk dv dbeta"},
+    {"path_attn_vjp", LACS_FAMILY_VJP, "H12", "lacs_ref_path_attn_vjp", "q k v w beta do", "g cu_seqlens", "scale",
+     "dq dk dv dw dbeta dg"},
 };
 
 const lacs_op_info *lacs_ops(int *count)
@@ -85,6 +112,20 @@ const lacs_op_info *lacs_op_find(const char *name)
         if (strcmp(op_table[i].name, name) == 0)
             return &op_table[i];
     return NULL;
+}
+
+const lacs_op_info *lacs_op_forward(const lacs_op_info *info)
+{
+    if (!info || info->family != LACS_FAMILY_VJP)
+        return NULL;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(strlen(info->name) - strlen("_vjp")), info->name);
+    return lacs_op_find(name);
+}
+
+int lacs_vjp_output_is_per_token(const char *name)
+{
+    return name && lacs_word_in_list("dq dk dv dw dbeta dg dgk", name);
 }
 
 size_t lacs_next_word(const char **cursor, const char **word)
@@ -131,8 +172,10 @@ int64_t lacs_tensor_count(const lacs_tensor *t)
 /* ---- one call, in double or long double ---- */
 
 typedef struct {
+    const lacs_op_info *info;
     lacs_dims dims;
     lacs_inputs in;
+    lacs_cotangents ct;
     const double *x, *dy, *weight, *bias;
     double alpha, C, eps, cap;
     int64_t rows, dim;
@@ -291,13 +334,102 @@ static int run_l2norm_vjp(const op_call *c, void *const *out, int ld)
               : lacs_ref_l2norm_vjp(c->x, c->dy, c->rows, c->dim, c->eps, c->convention, out[0]);
 }
 
+/* The VJPs (SPEC.md 4.19): the gradient buffers named by the op's outputs. */
+static void *grad_slot(const op_call *c, void *const *out, const char *name)
+{
+    const int i = list_index(c->info->outputs, name);
+    return i >= 0 ? out[i] : NULL;
+}
+
+#define GRADIENT_SLOTS                                                                                          \
+    {                                                                                                            \
+        .dq = grad_slot(c, out, "dq"), .dk = grad_slot(c, out, "dk"), .dv = grad_slot(c, out, "dv"),            \
+        .dbeta = grad_slot(c, out, "dbeta"), .dg = grad_slot(c, out, "dg"), .dgk = grad_slot(c, out, "dgk"),    \
+        .dg_gamma = grad_slot(c, out, "dg_gamma"), .dh0 = grad_slot(c, out, "dh0"), .dw = grad_slot(c, out, "dw") \
+    }
+
+typedef int (*vjp_fn)(const lacs_dims *, const lacs_inputs *, const lacs_cotangents *, const lacs_ref_grads *);
+typedef int (*vjp_fn_ld)(const lacs_dims *, const lacs_inputs *, const lacs_cotangents *, const lacs_ref_grads_ld *);
+
+static int run_vjp(const op_call *c, void *const *out, int ld, vjp_fn f, vjp_fn_ld f_ld)
+{
+    const lacs_ref_grads gd = GRADIENT_SLOTS;
+    const lacs_ref_grads_ld gl = GRADIENT_SLOTS;
+    return ld ? f_ld(&c->dims, &c->in, &c->ct, &gl) : f(&c->dims, &c->in, &c->ct, &gd);
+}
+
+static int run_linear_attn_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_linear_attn_vjp, lacs_ref_linear_attn_vjp_ld);
+}
+
+static int run_retention_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_retention_vjp, lacs_ref_retention_vjp_ld);
+}
+
+static int run_simple_gla_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_simple_gla_vjp, lacs_ref_simple_gla_vjp_ld);
+}
+
+static int run_gla_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_gla_vjp, lacs_ref_gla_vjp_ld);
+}
+
+static int run_delta_rule_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_delta_rule_vjp, lacs_ref_delta_rule_vjp_ld);
+}
+
+static int run_gated_delta_rule_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_gated_delta_rule_vjp, lacs_ref_gated_delta_rule_vjp_ld);
+}
+
+static int run_comba_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_comba_vjp, lacs_ref_comba_vjp_ld);
+}
+
+static int run_efla_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_efla_vjp, lacs_ref_efla_vjp_ld);
+}
+
+static int run_softmax_attn_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_softmax_attn_vjp, lacs_ref_softmax_attn_vjp_ld);
+}
+
+static int run_fox_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_fox_vjp, lacs_ref_fox_vjp_ld);
+}
+
+static int run_deltaformer_vjp(const op_call *c, void *const *out, int ld)
+{
+    const lacs_ref_grads gd = GRADIENT_SLOTS;
+    const lacs_ref_grads_ld gl = GRADIENT_SLOTS;
+    return ld ? lacs_ref_deltaformer_vjp_ld(&c->dims, &c->in, c->form, &c->ct, &gl)
+              : lacs_ref_deltaformer_vjp(&c->dims, &c->in, c->form, &c->ct, &gd);
+}
+
+static int run_path_attn_vjp(const op_call *c, void *const *out, int ld)
+{
+    return run_vjp(c, out, ld, lacs_ref_path_attn_vjp, lacs_ref_path_attn_vjp_ld);
+}
+
 /* In the order of op_table. */
 static const op_adapter adapters[] = {
     run_linear_attn, run_linear_attn_postnorm, run_retention, run_simple_gla, run_gla,
     run_delta_rule, run_gated_delta_rule, run_comba, run_efla, run_softmax_attn, run_fox,
     run_deltaformer, run_path_attn, run_mesa_net, run_rmsnorm, run_rmsnorm_vjp, run_dyt,
     run_dyt_vjp, run_dyisru, run_dyisru_vjp, run_softcap, run_softcap_vjp, run_l2norm,
-    run_l2norm_vjp,
+    run_l2norm_vjp, run_linear_attn_vjp, run_retention_vjp, run_simple_gla_vjp, run_gla_vjp, run_delta_rule_vjp,
+    run_gated_delta_rule_vjp, run_comba_vjp, run_efla_vjp, run_softmax_attn_vjp, run_fox_vjp, run_deltaformer_vjp,
+    run_path_attn_vjp,
 };
 _Static_assert(sizeof adapters / sizeof adapters[0] == sizeof op_table / sizeof op_table[0],
                "one adapter per op");
@@ -380,9 +512,12 @@ static int sequence_dims(const lacs_op_info *info, const lacs_tensor *inputs, in
         } else if (strcmp(name, "lambda") == 0) {
             if (!shape_is(t, 2, HK))
                 return shape_error(info->name, t, "[HV, K]");
-        } else if (strcmp(name, "h0") == 0) {
+        } else if (strcmp(name, "h0") == 0 || strcmp(name, "dht") == 0) {
             if (!shape_is(t, 4, state))
                 return shape_error(info->name, t, "[N, HV, K, V]");
+        } else if (strcmp(name, "do") == 0) {
+            if (!shape_is(t, 4, v->shape))
+                return shape_error(info->name, t, "v's shape [B, T, HV, V]");
         } else if (strcmp(name, "h0_kk") == 0) {
             if (!shape_is(t, 4, state_kk))
                 return shape_error(info->name, t, "[N, HV, K, K]");
@@ -503,6 +638,29 @@ int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int 
     lacs_dims d;
     if ((rc = sequence_dims(info, inputs, n_inputs, &d)) != LACS_OK)
         return rc;
+    if (info->family == LACS_FAMILY_VJP) {
+        /* d<x> for each input x given, in the order of info->outputs, with x's shape */
+        static const char *const names[] = {"dq", "dk", "dv", "dbeta", "dg", "dgk", "dg_gamma", "dh0", "dw"};
+        const char *cursor = info->outputs, *w;
+        for (size_t len; (len = lacs_next_word(&cursor, &w)) > 0;) {
+            const lacs_tensor *x = NULL;
+            const char *name = NULL;
+            for (size_t i = 0; i < sizeof names / sizeof names[0] && !name; i++)
+                if (strlen(names[i]) == len && strncmp(w, names[i], len) == 0)
+                    name = names[i];
+            if (name)
+                x = find_input(inputs, n_inputs, name + 1);
+            if (!x)
+                continue;
+            lacs_output_shape *o = &outputs[(*n_outputs)++];
+            memset(o, 0, sizeof *o);
+            o->name = name;
+            o->ndim = x->ndim;
+            for (int i = 0; i < x->ndim && i < 4; i++)
+                o->shape[i] = x->shape[i];
+        }
+        return LACS_OK;
+    }
     const int64_t n_seqs = find_input(inputs, n_inputs, "cu_seqlens") ? d.N : d.B;
     set_shape(&outputs[(*n_outputs)++], "o", 4, d.B, d.T, d.HV, d.V);
     if (info->family != LACS_FAMILY_ATTENTION)
@@ -592,6 +750,8 @@ static void bind_input(op_call *c, const char *name, const double *values, const
     else if (strcmp(name, "w") == 0) c->in.w = values;
     else if (strcmp(name, "lambda") == 0) c->in.lambda = values;
     else if (strcmp(name, "h0_kk") == 0) c->in.h0_kk = values;
+    else if (strcmp(name, "do") == 0) c->ct.dout = values;
+    else if (strcmp(name, "dht") == 0) c->ct.dht = values;
     else if (strcmp(name, "cu_seqlens") == 0) c->dims.cu_seqlens = t->data;
     else if (strcmp(name, "x") == 0) c->x = values;
     else if (strcmp(name, "dy") == 0) c->dy = values;
@@ -626,6 +786,7 @@ int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
 
     op_call c;
     memset(&c, 0, sizeof c);
+    c.info = info;
     double *converted[16] = {0}; /* check_names allows at most 12 distinct inputs */
     int n_converted = 0;
     void *buffers[LACS_OPS_MAX_OUTPUTS] = {0};

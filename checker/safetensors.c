@@ -40,20 +40,24 @@
  * Writing. Tensors go in the order SPEC.md 10.1 fixes (element size
  * decreasing, then name), contiguous from offset 0, the header padded with
  * spaces to make 8 + N a multiple of 8, so every tensor is aligned to its
- * element size. The file is written to "<path>.tmp" and renamed.
+ * element size. The file is written by lacs_output_file_write (lacs/output.h): a
+ * temporary file beside it, renamed onto it.
  *
  * This file assumes a little-endian host: tensor bytes are the host's own
  * representation, written and read with memcpy.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "lacs/output.h"
 #include "lacs/safetensors.h"
 
 #include "../reference/internal.h"
@@ -867,59 +871,105 @@ int lacs_safetensors_parse(const uint8_t *bytes, size_t size, const char *label,
     return parse_owned(copy, size, label, f);
 }
 
+/* What a path that is not a regular file is, for the message. */
+static const char *special_file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
 int lacs_safetensors_read(const char *path, lacs_safetensors_file *f)
+{
+    return lacs_safetensors_read_expecting(path, NULL, f);
+}
+
+int lacs_safetensors_read_expecting(const char *path, const char *sha256, lacs_safetensors_file *f)
 {
     if (!f)
         return lacs_internal_error(LACS_ERR_IO, path, "no file structure given");
     memset(f, 0, sizeof *f);
     if (!path)
         return lacs_internal_error(LACS_ERR_IO, "lacs_safetensors_read", "no path given");
-    FILE *file = fopen(path, "rb");
-    if (!file)
+    /* Non-blocking: opening a FIFO (or a device) for reading must not wait for
+     * a writer; anything but a regular file is then refused. */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
         return lacs_internal_error(LACS_ERR_IO, path, "cannot open: %s", strerror(errno));
-    /* fopen succeeds on a directory; reading it then fails, so say why now. */
     struct stat info;
-    const int stat_failed = fstat(fileno(file), &info) != 0;
-    if (stat_failed || S_ISDIR(info.st_mode)) {
-        const int saved = stat_failed ? errno : EISDIR;
-        fclose(file);
+    if (fstat(fd, &info) != 0) {
+        const int saved = errno;
+        close(fd);
         return lacs_internal_error(LACS_ERR_IO, path, "cannot read: %s", strerror(saved));
     }
-    /* Read to the end rather than trust st_size, which a pipe or a file that
-     * is still growing does not give. */
-    size_t capacity = S_ISREG(info.st_mode) && info.st_size > 0 ? (size_t)info.st_size + 1 : 65536;
+    if (!S_ISREG(info.st_mode)) {
+        close(fd);
+        if (S_ISDIR(info.st_mode))
+            return lacs_internal_error(LACS_ERR_IO, path, "cannot read: %s", strerror(EISDIR));
+        return lacs_internal_error(LACS_ERR_IO, path, "cannot read: %s, not a regular file",
+                                   special_file_kind(info.st_mode));
+    }
+    /* Read to the end rather than trust st_size: the file may still be growing. */
+    size_t capacity = info.st_size > 0 ? (size_t)info.st_size + 1 : 65536;
     size_t size = 0;
     uint8_t *buffer = malloc(capacity);
     if (!buffer) {
-        fclose(file);
+        close(fd);
         return memory_error(path);
     }
     for (;;) {
-        size += fread(buffer + size, 1, capacity - size, file);
-        if (size < capacity)
+        const ssize_t got = read(fd, buffer + size, capacity - size);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (got < 0) {
+            const int saved = errno;
+            free(buffer);
+            close(fd);
+            return lacs_internal_error(LACS_ERR_IO, path, "cannot read: %s", strerror(saved));
+        }
+        if (got == 0)
             break;
+        size += (size_t)got;
+        if (size < capacity)
+            continue;
         if (capacity > SIZE_MAX / 2) {
             free(buffer);
-            fclose(file);
+            close(fd);
             return memory_error(path);
         }
         uint8_t *grown = realloc(buffer, capacity * 2);
         if (!grown) {
             free(buffer);
-            fclose(file);
+            close(fd);
             return memory_error(path);
         }
         buffer = grown;
         capacity *= 2;
     }
-    const int read_failed = ferror(file);
-    const int saved = errno;
-    fclose(file);
-    if (read_failed) {
+    close(fd);
+    /* The hash of exactly the bytes parsed: what a manifest is compared with,
+     * before anything of the file is believed. */
+    char hash[65];
+    lacs_sha256_hex(buffer, size, hash);
+    if (sha256 && sha256[0] && strcmp(sha256, hash) != 0) {
         free(buffer);
-        return lacs_internal_error(LACS_ERR_IO, path, "cannot read: %s", strerror(saved));
+        return format_error(path, "hash",
+                            "its SHA-256 is %s, its manifest's (MANIFEST.json) %.64s: the file is not the one listed "
+                            "(altered, corrupted or replaced)",
+                            hash, sha256);
     }
-    return parse_owned(buffer, size, path, f);
+    const int rc = parse_owned(buffer, size, path, f);
+    if (rc == LACS_OK)
+        memcpy(f->sha256, hash, sizeof hash);
+    return rc;
 }
 
 void lacs_safetensors_free(lacs_safetensors_file *f)
@@ -1099,25 +1149,12 @@ static int plan_tensor(const char *path, const lacs_tensor *t, int i, planned_te
     return LACS_OK;
 }
 
-/* Writes the whole file to `file`; 0 on a short write. */
-static int write_all(FILE *file, const string_builder *header, const planned_tensor *plan, int n)
+int lacs_safetensors_serialize(const lacs_tensor *tensors, int n_tensors, const char *metadata_key,
+                               const char *metadata_value, const char *label, uint8_t **bytes, size_t *size)
 {
-    uint8_t length[8];
-    for (int i = 0; i < 8; i++)
-        length[i] = (uint8_t)(header->length >> (8 * i)); /* little-endian whatever the host */
-    if (fwrite(length, 1, 8, file) != 8 || fwrite(header->text, 1, header->length, file) != header->length)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (plan[i].nbytes > 0 && fwrite(plan[i].tensor->data, 1, plan[i].nbytes, file) != plan[i].nbytes)
-            return 0;
-    return 1;
-}
-
-int lacs_safetensors_write(const char *path, const lacs_tensor *tensors, int n_tensors,
-                           const char *metadata_key, const char *metadata_value, int overwrite)
-{
-    if (!path || !path[0])
-        return lacs_internal_error(LACS_ERR_IO, "lacs_safetensors_write", "no path given");
+    const char *path = label ? label : "(memory)";
+    *bytes = NULL;
+    *size = 0;
     if (!host_is_little_endian())
         return lacs_internal_error(LACS_ERR_FORMAT, path, "this host is big-endian; lacs needs a little-endian one");
     if (n_tensors < 0 || (n_tensors > 0 && !tensors))
@@ -1133,8 +1170,6 @@ int lacs_safetensors_write(const char *path, const lacs_tensor *tensors, int n_t
         return memory_error(path);
     int rc = LACS_OK;
     string_builder header = {0};
-    char *tmp_path = NULL;
-    FILE *file = NULL;
 
     for (int i = 0; i < n_tensors && rc == LACS_OK; i++)
         rc = plan_tensor(path, &tensors[i], i, &plan[i]);
@@ -1203,46 +1238,42 @@ int lacs_safetensors_write(const char *path, const lacs_tensor *tensors, int n_t
         rc = memory_error(path);
         goto done;
     }
-
-    /* Checked before writing, not atomically with the rename: a file created
-     * in between would be replaced. Enough against re-running a generator by
-     * mistake, which is what the refusal is for. */
-    struct stat existing;
-    if (!overwrite && stat(path, &existing) == 0) {
-        rc = lacs_internal_error(LACS_ERR_IO, path, "exists; pass overwrite to replace it");
-        goto done;
-    }
-    const size_t path_length = strlen(path);
-    tmp_path = malloc(path_length + 5);
-    if (!tmp_path) {
+    if ((double)header.length + (double)total + 8 >= (double)SIZE_MAX) {
         rc = memory_error(path);
         goto done;
     }
-    memcpy(tmp_path, path, path_length);
-    memcpy(tmp_path + path_length, ".tmp", 5);
-    file = fopen(tmp_path, "wb");
-    if (!file) {
-        rc = lacs_internal_error(LACS_ERR_IO, path, "cannot create %s: %s", tmp_path, strerror(errno));
+    const size_t file_size = 8 + header.length + (size_t)total;
+    uint8_t *out = malloc(file_size > 0 ? file_size : 1);
+    if (!out) {
+        rc = memory_error(path);
         goto done;
     }
-    const int written = write_all(file, &header, plan, n_tensors);
-    const int write_errno = errno;
-    const int closed = fclose(file) == 0;
-    file = NULL;
-    if (!written || !closed) {
-        rc = lacs_internal_error(LACS_ERR_IO, path, "cannot write %s: %s", tmp_path, strerror(write_errno));
-        remove(tmp_path);
-        goto done;
-    }
-    if (rename(tmp_path, path) != 0) {
-        rc = lacs_internal_error(LACS_ERR_IO, path, "cannot rename %s to it: %s", tmp_path, strerror(errno));
-        remove(tmp_path);
-        goto done;
-    }
+    for (int i = 0; i < 8; i++)
+        out[i] = (uint8_t)((uint64_t)header.length >> (8 * i)); /* little-endian whatever the host */
+    memcpy(out + 8, header.text, header.length);
+    for (int i = 0; i < n_tensors; i++)
+        if (plan[i].nbytes > 0)
+            memcpy(out + 8 + header.length + plan[i].begin, plan[i].tensor->data, plan[i].nbytes);
+    *bytes = out;
+    *size = file_size;
 done:
-    free(tmp_path);
     free(header.text);
     free(plan);
+    return rc;
+}
+
+int lacs_safetensors_write(const char *path, const lacs_tensor *tensors, int n_tensors,
+                           const char *metadata_key, const char *metadata_value, int overwrite)
+{
+    if (!path || !path[0])
+        return lacs_internal_error(LACS_ERR_IO, "lacs_safetensors_write", "no path given");
+    uint8_t *bytes;
+    size_t size;
+    int rc = lacs_safetensors_serialize(tensors, n_tensors, metadata_key, metadata_value, path, &bytes, &size);
+    if (rc != LACS_OK)
+        return rc;
+    rc = lacs_output_file_write(path, bytes, size, NULL, overwrite ? LACS_OUTPUT_REPLACE : 0);
+    free(bytes);
     return rc;
 }
 

@@ -37,6 +37,8 @@ static const lacs_flag_info flag_table[] = {
     {"ZeroGate", "g = 0 exactly (fla #104): log-space gates dividing by zero or masking it"},
     {"StrongDecay", "g very negative: underflow to 0 and exp of large differences in chunked forms"},
     {"MixedGate", "zero, mild and strong gates mixed: per-token gate indexing"},
+    {"ConstantDecay", "the same decay at every token over T >= 4096: exp's error, made the same at every token, "
+                      "accumulates over the horizon 1 / (1 - exp(g))"},
     {"PerChannelGate", "a per-key-channel decay (gk, KDA) applied on the wrong side of the state"},
     {"BetaZero", "beta = 0: the write and erase terms must vanish together"},
     {"BetaOne", "beta = 1: the plain delta rule"},
@@ -54,6 +56,7 @@ static const lacs_flag_info flag_table[] = {
     {"IEEESpecials", "+-0, +-inf, NaN, subnormals, huge values: the IEEE tables of SPEC.md"},
     {"Variant", "a documented variant (DeltaFormer form, l2norm convention, optional input absent)"},
     {"Gradient", "a VJP: a wrong derivative"},
+    {"StateCotangent", "a backward that ignores dht or returns no dh0: the state's cotangent in and out"},
 };
 
 const lacs_flag_info *lacs_flags(size_t *count)
@@ -91,7 +94,7 @@ static const struct {
 
 /* ---- shape scenarios, run for every op on sequences of the families named ---- */
 
-static const struct {
+typedef struct {
     const char *name;
     int families;
     lacs_case_set set;
@@ -102,7 +105,9 @@ static const struct {
     int64_t split;
     const char *flags;
     const char *reason;
-} scenarios[] = {
+} scenario;
+
+static const scenario scenarios[] = {
     {"t1", RECURRENT | MESA | ATTENTION, LACS_SET_CORE, 2, 1, 2, 2, 16, 16, NULL, 1, NULL, 0,
      "SingleToken InitialState", "one token from a given state: the decode path"},
     {"t63", RECURRENT | MESA | ATTENTION, LACS_SET_CORE, 1, 63, 1, 1, 8, 8, NULL, 0, NULL, 0,
@@ -164,6 +169,49 @@ static const lacs_case particular[] = {
      "q:uniform(0,1) k:uniform(0,0.25) v:uniform(0,1)", NULL, 0, "LongSequence",
      "positive feature maps (elu + 1) and positive values (the normaliser sum of phi(k)): the state grows "
      "like t, so a state kept in bf16 stops absorbing the updates"},
+    /* constant decays over long sequences: exp's error, the same at every token, accumulates over the horizon */
+    {"retention", "t4096-retnet8", LACS_TIER_FP32, LACS_SET_CORE, SEQ(1, 4096, 1, 8, 8, 2), NULL,
+     "q:normal k:normal(0.25) v:normal g_gamma:retnet", NULL, 0, "LongSequence ConstantDecay",
+     "RetNet's eight heads, horizons 32 to 4096, over 4096 tokens: an exp a few ulp off errs the same way at "
+     "every token"},
+    {"simple_gla", "t4096-const", LACS_TIER_FP32, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 8, 8), NULL,
+     "q:normal k:normal(0.25) v:normal g:const(-3e-4)", NULL, 0, "LongSequence ConstantDecay",
+     "a constant log decay of -3e-4 (horizon 3333) over 4096 tokens: exp's error repeats at every token"},
+    /* slow updates over long sequences (bf16 tier): each token's update is below half a bf16 ulp of the
+     * state, so a state carried in bf16 from token to token stops absorbing them (SPEC.md 11.1) */
+    {"linear_attn_postnorm", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(-0.5,1)", "eps=1e-6", 0, "LongSequence",
+     "positive feature maps: the state grows like t, so a state kept in bf16 stops absorbing the updates, "
+     "which the normalisation does not hide (v takes both signs)"},
+    {"retention", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(-0.5,1) g_gamma:const(-1e-3)", NULL, 0, "LongSequence",
+     "a decay of exp(-1e-3) with positive features: each update is 1e-3 of the state, below half a bf16 ulp"},
+    {"simple_gla", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(-0.5,1) g:uniform(-2e-3,0)", NULL, 0, "LongSequence",
+     "decays within 2e-3 of 1 with positive features: each update is below half a bf16 ulp of the state"},
+    {"gla", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(-0.5,1) gk:uniform(-2e-3,0)", NULL, 0, "LongSequence",
+     "per-channel decays within 2e-3 of 1 with positive features: each update is below half a bf16 ulp"},
+    {"delta_rule", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,0.002) h0:normal(1)", NULL, 0, "LongSequence InitialState",
+     "step sizes below 0.002 from a state of size 1: each correction is below half a bf16 ulp of the state"},
+    {"gated_delta_rule", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,0.002) g:uniform(-2e-4,0) h0:normal(1)", NULL, 0,
+     "LongSequence InitialState",
+     "step sizes below 0.002 and decays within 2e-4 of 1 from a state of size 1: each update is below half a "
+     "bf16 ulp of the state"},
+    {"comba", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,0.002) g:uniform(-2e-4,0) h0:normal(1)", NULL, 0,
+     "LongSequence InitialState",
+     "step sizes below 0.002 and decays within 2e-4 of 1 from a state of size 1: each update is below half a "
+     "bf16 ulp of the state"},
+    {"efla", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:normal(0.35) v:normal beta:uniform(0,0.002) h0:normal(1)", NULL, 0, "LongSequence InitialState",
+     "step sizes below 0.002 from a state of size 1: each correction is below half a bf16 ulp of the state"},
+    {"mesa_net", "t4096-slow", LACS_TIER_BF16, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal lambda:uniform(0.25,1.25) beta:uniform(0,1) g:uniform(-2e-3,0)", NULL, 0,
+     "LongSequence", "decays within 2e-3 of 1: both states grow to hundreds of updates, each then below half a bf16 "
+     "ulp"},
     /* the delta rule's step size */
     {"delta_rule", "beta0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 8), NULL,
      "q:normal k:unit v:normal beta:const(0) h0:normal(0.5)", NULL, 0, "BetaZero InitialState",
@@ -237,6 +285,10 @@ static const lacs_case particular[] = {
     {"efla", "tiny-k-extreme", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 1, 16, 8), NULL,
      "q:normal k:unit_pow2(-60,-31) v:normal beta:uniform(0,1)", NULL, 0, "TinyKeyNorm",
      "||k||^2 below binary32's smallest normal: the coefficient must tend to beta"},
+    {"efla", "small-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 16, 8), NULL,
+     "q:normal k:unit_pow2(-5,-3) v:normal beta:uniform(0,1) h0:normal(0.5)", NULL, 0,
+     "UnnormalizedKeys InitialState",
+     "||k|| from 2^-5 to 2^-3: an epsilon added to ||k||^2 (EFLA's public code adds 1e-6) changes c by up to 0.1%"},
     {"efla", "large-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 16, 8), NULL,
      "q:normal k:unit_pow2(2,5) v:normal beta:uniform(0,1)", NULL, 0, "LargeKeyNorm",
      "||k|| from 4 to 32: c = 1/||k||^2 (saturated), not beta"},
@@ -325,6 +377,9 @@ static const lacs_case particular[] = {
     /* DyT (N1) */
     {"dyt", "basic", LACS_TIER_BOTH, LACS_SET_CORE, NORM(64, 128), NULL,
      "x:normal(2) alpha:const(0.5) weight:normal bias:normal", NULL, 0, "Basic", "rows with weight and bias"},
+    {"dyt", "saturated", LACS_TIER_BOTH, LACS_SET_CORE, NORM(16, 64), NULL,
+     "x:normal(30) alpha:const(1) weight:normal bias:normal", NULL, 0, "Basic",
+     "tanh saturated (alpha x up to 180): y = +-weight + bias; a tanh computed through exp overflows to NaN"},
     {"dyt", "all-bf16-a0.5", LACS_TIER_BF16, LACS_SET_CORE, NORM(256, 256), NULL, "x:all_bf16 alpha:const(0.5)",
      NULL, 0, "AllBF16", "every bf16 input, alpha = 0.5: tanh's approximation everywhere"},
     {"dyt", "all-bf16-a2", LACS_TIER_BF16, LACS_SET_CORE, NORM(256, 256), NULL, "x:all_bf16 alpha:const(2)",
@@ -368,13 +423,246 @@ static const lacs_case particular[] = {
      "eps=1e-12 convention=1", 0, "Gradient Variant", "the VJP in torch's convention"},
 };
 
+/* ---- the conformance level (SPEC.md 11.7) ----
+ * Every case is required (what every correct implementation in the tier must
+ * pass) but these, which are strict in the tiers named: a stronger
+ * requirement than the tier's accuracy, each with its reason. A name "*"
+ * matches every case of the op. */
+
+#define EXACT_PREFIX_SUMS                                                                                   \
+    "exact prefix sums: the correction's factor exp(Gq_i - G_{i-1}) is exactly 1 only if the exclusive sum " \
+    "is accumulated, not formed as cumsum(g) - g (fla's naive_chunk_comba and chunk_comba), which with "     \
+    "decays of -10 to -30 a token is off by u |G_i|, about 1e-4"
+#define TINY_KEYS                                                                                            \
+    "relative accuracy for tiny key norms: c = -expm1(-x) / x (E5, SPEC.md 4.7) where 1 - exp(-x) cancels; " \
+    "these keys' updates are below 2^-14 of the outputs"
+#define SATURATION                                                                                           \
+    "relative accuracy under saturation: sech^2(alpha x) where tanh rounds to 1 (4e / (1 + e)^2, SPEC.md "   \
+    "4.18); 1 - tanh^2, PyTorch autograd's tanh_backward, gives 0"
+#define SPECIALS(table)                                                                                      \
+    "IEEE specials and overflow-safe forms: +-0, +-inf, NaN, subnormals and values whose square overflows "  \
+    "binary32, the IEEE table of " table
+#define ALL_BF16(table)                                                                                      \
+    "every bf16 bit pattern: the IEEE specials (inf, NaN, subnormals) and the overflow range of the "        \
+    "format, the IEEE table of " table
+
+static const struct {
+    const char *op, *name;
+    lacs_tier_mask tiers;
+    const char *reason;
+} strict_cases[] = {
+    {"comba", "strong", LACS_TIER_FP32, EXACT_PREFIX_SUMS},
+    {"efla", "tiny-k", LACS_TIER_BOTH, TINY_KEYS},
+    {"efla", "tiny-k-extreme", LACS_TIER_BOTH, TINY_KEYS},
+    {"dyt_vjp", "saturated", LACS_TIER_BOTH, SATURATION},
+    {"rmsnorm", "specials", LACS_TIER_BOTH, SPECIALS("SPEC.md 4.14 (a zero row with eps = 0 gives a zero row)")},
+    {"dyt", "specials", LACS_TIER_BOTH, SPECIALS("SPEC.md 4.15")},
+    {"dyisru", "specials", LACS_TIER_BOTH, SPECIALS("SPEC.md 4.16")},
+    {"softcap", "specials", LACS_TIER_BOTH, SPECIALS("SPEC.md 4.17")},
+    {"dyt", "all-bf16-a0.5", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.15")},
+    {"dyt", "all-bf16-a2", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.15")},
+    {"dyisru", "all-bf16-c1", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.16")},
+    {"dyisru", "all-bf16-c0.01", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.16")},
+    {"softcap", "all-bf16-cap30", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.17")},
+    {"softcap", "all-bf16-cap1", LACS_TIER_BF16, ALL_BF16("SPEC.md 4.17")},
+};
+
+int lacs_case_is_strict(const lacs_case *c, lacs_tier_mask tier, const char **reason)
+{
+    *reason = NULL;
+    for (size_t i = 0; i < sizeof strict_cases / sizeof strict_cases[0]; i++)
+        if (strcmp(strict_cases[i].op, c->op) == 0 &&
+            (strcmp(strict_cases[i].name, "*") == 0 || strcmp(strict_cases[i].name, c->name) == 0) &&
+            (strict_cases[i].tiers & tier)) {
+            *reason = strict_cases[i].reason;
+            return 1;
+        }
+    return 0;
+}
+/* ---- the gradients (SPEC.md 4.19): the VJP of each op on sequences ----
+ * A VJP case draws its forward's plain inputs (sequence_ops) and the
+ * cotangent `do`; a scenario with a state adds h0 and its cotangent dht.
+ * Every VJP case is flagged Gradient. */
+
+static const char *const vjp_forwards[] = {
+    "linear_attn", "retention", "simple_gla", "gla", "delta_rule", "gated_delta_rule", "comba", "efla",
+    "softmax_attn", "fox", "deltaformer", "path_attn",
+};
+
+/* Smaller than the forward's: a VJP case stores its inputs, the cotangents
+ * and a gradient of each input (with gauges), about three times a forward
+ * case's bytes for the same shape. */
+static const scenario vjp_scenarios[] = {
+    {"t1", RECURRENT | ATTENTION, LACS_SET_CORE, 2, 1, 2, 2, 8, 8, NULL, 1, NULL, 0, "SingleToken InitialState",
+     "one token from a given state: the decode step differentiated"},
+    {"t64", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 64, 1, 1, 4, 4, NULL, 0, NULL, 0, "ChunkBoundary",
+     "exactly one chunk of 64 (two of 32, four of 16)"},
+    {"t65", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 65, 1, 1, 4, 4, NULL, 1, NULL, 0, "ChunkBoundary InitialState",
+     "one token past a chunk: the cotangent handed back across one boundary"},
+    {"t129", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 129, 1, 1, 4, 4, NULL, 1, NULL, 0,
+     "ChunkBoundary InitialState", "two chunks and one token: the chunk-boundary terms twice"},
+    {"k8-v16", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 33, 1, 2, 8, 16, NULL, 1, NULL, 0, "KNeV InitialState",
+     "K != V: the state's cotangent in its orientation"},
+    {"hv2h", RECURRENT | ATTENTION, LACS_SET_CORE, 2, 33, 2, 4, 4, 4, NULL, 1, NULL, 0,
+     "GroupedValueHeads InitialState", "two value heads per q/k head: dq and dk are sums over them"},
+    {"scale", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 33, 2, 2, 8, 4, NULL, 0, "scale=0.3", 0, "CustomScale",
+     "a scale other than K^-1/2: dq (and dk) carry it"},
+    {"varlen", RECURRENT | ATTENTION, LACS_SET_CORE, 1, 130, 1, 2, 4, 4, "0,0,1,17,17,66,130", 1, NULL, 0,
+     "Varlen EmptySequence InitialState",
+     "packed sequences of lengths 0, 1, 16, 0, 49, 64: the cotangent reset at each sequence's end"},
+    {"carry37", RECURRENT, LACS_SET_CORE, 1, 100, 1, 2, 4, 4, NULL, 1, NULL, 37, "StateCarry",
+     "the second part's backward first: its dh0 is the first part's dht (SPEC.md 11.5)"},
+    {"carry64", RECURRENT, LACS_SET_CORE, 2, 100, 1, 1, 4, 4, NULL, 1, NULL, 64, "StateCarry ChunkBoundary",
+     "a backward split on a chunk boundary"},
+    /* the full set: longer, wider, and the rest of the forward's scenarios */
+    {"t63", RECURRENT | ATTENTION, LACS_SET_FULL, 1, 63, 1, 1, 8, 8, NULL, 0, NULL, 0, "ChunkBoundary",
+     "one token short of a chunk multiple"},
+    {"t4096", RECURRENT, LACS_SET_FULL, 1, 4096, 1, 1, 4, 4, NULL, 1, NULL, 0, "LongSequence InitialState",
+     "4096 steps backwards: the state's cotangent carried through every token"},
+    {"t512", ATTENTION, LACS_SET_FULL, 1, 512, 1, 1, 16, 16, NULL, 0, NULL, 0, "LongSequence",
+     "512 tokens: the blocked backward across many key blocks"},
+    {"k60-v100", RECURRENT | ATTENTION, LACS_SET_FULL, 1, 24, 1, 1, 60, 100, NULL, 1, NULL, 0,
+     "OddHeadDim KNeV InitialState", "head dims that are not powers of two"},
+    {"hv4h", RECURRENT | ATTENTION, LACS_SET_FULL, 1, 33, 1, 4, 8, 8, NULL, 1, NULL, 0,
+     "GroupedValueHeads InitialState", "four value heads per q/k head"},
+    {"b3", RECURRENT | ATTENTION, LACS_SET_FULL, 3, 20, 2, 2, 8, 8, NULL, 1, NULL, 0, "Basic InitialState",
+     "a batch of three: batch strides"},
+    {"t4096-k32", RECURRENT, LACS_SET_FULL, 1, 4096, 1, 2, 32, 32, NULL, 1, NULL, 0, "LongSequence InitialState",
+     "4096 steps at K = V = 32"},
+    {"t1024-d64", ATTENTION, LACS_SET_FULL, 1, 1024, 2, 2, 64, 64, NULL, 0, NULL, 0, "LongSequence",
+     "1024 tokens at d = 64"},
+};
+
+static const lacs_case particular_vjp[] = {
+    {"linear_attn_vjp", "t4096-positive", LACS_TIER_BOTH, LACS_SET_FULL, SEQ(1, 4096, 1, 1, 8, 8), NULL,
+     "q:uniform(0,1) k:uniform(0,0.25) v:uniform(0,1) do:uniform(0,1)", NULL, 0, "LongSequence Gradient",
+     "positive features and cotangents: the state's cotangent grows like T - t"},
+    /* the long cases of the core set (every op's t4096 and t512 are in the full set) */
+    {"gated_delta_rule_vjp", "t4096", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 4096, 1, 1, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:uniform(-0.5,0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL,
+     0, "LongSequence InitialState StateCotangent Gradient",
+     "4096 steps backwards with a decay: dg from every token"},
+    {"fox_vjp", "t512", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 512, 1, 1, 8, 8), NULL,
+     "q:normal k:normal v:normal g:uniform(-0.5,0) do:normal", NULL, 0, "LongSequence Gradient",
+     "512 tokens: the gate's gradient sums over many key blocks"},
+    {"delta_rule_vjp", "beta0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:const(0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "BetaZero InitialState StateCotangent Gradient",
+     "beta = 0: dbeta is all of the gradient the step gets, write and erase terms both"},
+    {"delta_rule_vjp", "beta1", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:const(1) do:normal", NULL, 0, "BetaOne Gradient", "the plain delta rule"},
+    {"delta_rule_vjp", "beta2", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(1.9,2) do:normal", NULL, 0, "BetaNearTwo Gradient",
+     "beta near 2: negative eigenvalues, the cotangent alternates in sign along k"},
+    {"delta_rule_vjp", "beta2-raw", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 4), NULL,
+     "q:normal k:normal(0.25) v:normal beta:uniform(1.9,2) do:normal", NULL, 0,
+     "BetaNearTwo UnnormalizedKeys Gradient", "beta near 2 with raw keys: dk of an implementation that normalises k"},
+    {"gated_delta_rule_vjp", "g0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:const(0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "ZeroGate InitialState StateCotangent Gradient",
+     "g = 0: the delta rule's gradients (fla #104), and dg where the decay is 1"},
+    {"gated_delta_rule_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:uniform(-30,-10) do:normal h0:normal(0.5) dht:normal(0.5)", NULL,
+     0, "StrongDecay InitialState StateCotangent Gradient",
+     "decays down to e^-30 a step: the gate's gradient from tiny states"},
+    {"gated_delta_rule_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:mixed_gate do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "MixedGate ChunkBoundary InitialState StateCotangent Gradient",
+     "zero, mild and strong gates across chunks: the gate's gradient is a reverse cumulative sum"},
+    {"gated_delta_rule_vjp", "gk", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) gk:uniform(-0.5,0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL,
+     0, "PerChannelGate InitialState StateCotangent Gradient", "KDA's per-channel decay: dgk per key channel"},
+    {"gated_delta_rule_vjp", "gk-mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) gk:mixed_gate do:normal", NULL, 0,
+     "PerChannelGate MixedGate Gradient", "per-channel decays mixing 0 and strong values"},
+    {"gated_delta_rule_vjp", "beta2", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(1.9,2) g:uniform(-0.5,0) do:normal", NULL, 0, "BetaNearTwo Gradient",
+     "negative eigenvalues with a decay"},
+    {"comba_vjp", "g0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:const(0) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "ZeroGate InitialState StateCotangent Gradient", "g = 0: Comba is the delta rule"},
+    {"comba_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:uniform(-30,-10) do:normal h0:normal(0.5) dht:normal(0.5)", NULL,
+     0, "StrongDecay InitialState StateCotangent Gradient",
+     "strong decays: the correction's gradient reaches the un-decayed state"},
+    {"comba_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:unit v:normal beta:uniform(0,1) g:mixed_gate do:normal", NULL, 0, "MixedGate ChunkBoundary Gradient",
+     "mixed gates across chunks"},
+    {"simple_gla_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:normal(0.25) v:normal g:uniform(-30,-10) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "StrongDecay InitialState StateCotangent Gradient", "decays that underflow within a chunk"},
+    {"simple_gla_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:normal(0.25) v:normal g:mixed_gate do:normal", NULL, 0, "MixedGate ChunkBoundary Gradient",
+     "mixed gates across chunks: the gate's gradient is a reverse cumulative sum"},
+    {"gla_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 4, 4), NULL,
+     "q:normal k:normal(0.25) v:normal gk:uniform(-30,-10) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "StrongDecay InitialState StateCotangent Gradient", "per-channel decays that underflow"},
+    {"gla_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 4, 4), NULL,
+     "q:normal k:normal(0.25) v:normal gk:mixed_gate do:normal", NULL, 0,
+     "MixedGate PerChannelGate ChunkBoundary Gradient", "mixed per-channel gates across chunks"},
+    {"efla_vjp", "tiny-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 4), NULL,
+     "q:normal k:unit_pow2(-30,-14) v:normal beta:uniform(0,1) do:normal h0:normal(0.5) dht:normal(0.5)", NULL, 0,
+     "TinyKeyNorm InitialState StateCotangent Gradient",
+     "||k|| from 2^-30 to 2^-14: dc/dbeta -> 1, dc/d||k||^2 -> -beta^2 / 2 without cancelling"},
+    {"efla_vjp", "large-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 4), NULL,
+     "q:normal k:unit_pow2(2,5) v:normal beta:uniform(0,1) do:normal", NULL, 0, "LargeKeyNorm Gradient",
+     "||k|| from 4 to 32: c saturated at 1/||k||^2, dc/dbeta underflows"},
+    {"efla_vjp", "beta1", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 4), NULL,
+     "q:normal k:normal(0.35) v:normal beta:const(1) do:normal", NULL, 0, "BetaOne UnnormalizedKeys Gradient",
+     "beta = 1 with raw keys: dk through c(beta, ||k||^2)"},
+    {"softmax_attn_vjp", "large-logits", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal(10) k:normal(10) v:normal do:normal", NULL, 0, "LargeLogits Gradient",
+     "logits in the hundreds: the softmax's adjoint from saturated weights"},
+    {"fox_vjp", "g0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal g:const(0) do:normal", NULL, 0, "ZeroGate Gradient",
+     "g = 0: softmax attention, and dg where the gate is 0"},
+    {"fox_vjp", "strong", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal g:uniform(-30,-10) do:normal", NULL, 0, "StrongDecay Gradient",
+     "strong gates: attention to the last few tokens"},
+    {"fox_vjp", "mixed", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 129, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal g:mixed_gate do:normal", NULL, 0, "MixedGate ChunkBoundary Gradient",
+     "mixed gates across key blocks: dg is a reverse cumulative sum over the pairs"},
+    {"fox_vjp", "alibi", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 4, 8, 8), NULL,
+     "q:normal k:normal v:normal g_gamma:retnet do:normal", NULL, 0, "ALiBi Variant Gradient",
+     "a constant per-head slope: dg_gamma sums (i - j) dl_ij"},
+    {"fox_vjp", "large-logits", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal(10) k:normal(10) v:normal g:uniform(-0.5,0) do:normal", NULL, 0, "LargeLogits Gradient",
+     "logits in the hundreds with a gate"},
+    {"deltaformer_vjp", "form-exp", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 33, 1, 2, 8, 8), NULL,
+     "q:normal(0.5) k:normal(0.5) v:normal beta:uniform(0,1) do:normal", "form=0", 0, "Variant Gradient",
+     "the documents' form: the gradient of plain exp"},
+    {"deltaformer_vjp", "form-fla", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal beta:uniform(0,1) do:normal", "form=2", 0, "Variant Gradient",
+     "fla's form: the first stage's gradient reaches q, not k"},
+    {"deltaformer_vjp", "no-beta", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal do:normal", NULL, 0, "Variant BetaOne Gradient", "beta absent means 1"},
+    {"deltaformer_vjp", "coupled", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:coupled(0.1) v:normal beta:uniform(0,1) do:normal", NULL, 0, "CoupledKeys Gradient",
+     "nearly parallel keys: large B, its gradient concentrated"},
+    {"path_attn_vjp", "beta2", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal w:unit beta:uniform(1.9,2) do:normal", NULL, 0, "BetaNearTwo Gradient",
+     "transitions near reflections"},
+    {"path_attn_vjp", "w-eq-k", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:unit v:normal w:copy(k) beta:uniform(0,1) do:normal", NULL, 0, "HouseholderEqualsKey Gradient",
+     "W = K (H13): dk and dw of the same vectors"},
+    {"path_attn_vjp", "reflections", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal w:unit(1.4142135623730951) beta:const(1) do:normal", NULL, 0,
+     "ReflectionNorm Gradient", "||w|| = sqrt 2, beta = 1: each H_t a reflection (H14)"},
+    {"path_attn_vjp", "gate", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal w:unit beta:uniform(0,2) g:uniform(-0.5,0) do:normal", NULL, 0, "Variant Gradient",
+     "PaTH-FoX: dg carries the scale (the gate is inside it)"},
+    {"path_attn_vjp", "beta0", LACS_TIER_BOTH, LACS_SET_CORE, SEQ(1, 65, 1, 2, 8, 8), NULL,
+     "q:normal k:normal v:normal w:unit beta:const(0) do:normal", NULL, 0, "BetaZero Gradient",
+     "beta = 0: softmax attention, dw = 0 and dbeta still not"},
+};
+
 /* ---- the expanded catalog ---- */
 
 #define MAX_CASES 1024
 static lacs_case expanded[MAX_CASES];
 static char expanded_inputs[MAX_CASES][256];
 static char expanded_params[MAX_CASES][64];
-static char expanded_flags[MAX_CASES][96];
+static char expanded_flags[MAX_CASES][128];
 static size_t n_expanded;
 
 /* `words` without the word `word` (space-separated). */
@@ -388,6 +676,43 @@ static void drop_word(const char *words, const char *word, char *out, size_t siz
         size_t used = strlen(out);
         snprintf(out + used, size - used, "%s%.*s", used ? " " : "", (int)len, w);
     }
+}
+
+/* Each VJP scenario for the VJP of each op of its families: the forward's
+ * plain inputs, `do`, and with a state h0 and `dht`; the flags plus
+ * Gradient (and StateCotangent with a state). */
+static void expand_vjp_scenarios(void)
+{
+    static char vjp_names[sizeof vjp_forwards / sizeof vjp_forwards[0]][48];
+    for (size_t s = 0; s < sizeof vjp_scenarios / sizeof vjp_scenarios[0]; s++)
+        for (size_t f = 0; f < sizeof vjp_forwards / sizeof vjp_forwards[0]; f++) {
+            size_t o = 0;
+            while (strcmp(sequence_ops[o].op, vjp_forwards[f]) != 0)
+                o++;
+            const scenario *sc = &vjp_scenarios[s];
+            snprintf(vjp_names[f], sizeof vjp_names[f], "%s_vjp", vjp_forwards[f]);
+            int replaced = 0; /* by a particular case of the same name (the core's long cases) */
+            for (size_t i = 0; i < sizeof particular_vjp / sizeof particular_vjp[0]; i++)
+                replaced |= strcmp(particular_vjp[i].op, vjp_names[f]) == 0 && strcmp(particular_vjp[i].name, sc->name) == 0;
+            if (!(sc->families & sequence_ops[o].family) || replaced || n_expanded >= MAX_CASES)
+                continue;
+            lacs_case *c = &expanded[n_expanded];
+            const int state = sequence_ops[o].family != ATTENTION && sc->with_state;
+            snprintf(expanded_inputs[n_expanded], sizeof expanded_inputs[0], "%s do:normal%s", sequence_ops[o].inputs,
+                     state ? " h0:normal(0.5) dht:normal(0.5)" : "");
+            snprintf(expanded_params[n_expanded], sizeof expanded_params[0], "%s %s",
+                     sequence_ops[o].params ? sequence_ops[o].params : "", sc->params ? sc->params : "");
+            char flags[96];
+            drop_word(sc->flags, state ? "" : "InitialState", flags, sizeof flags);
+            snprintf(expanded_flags[n_expanded], sizeof expanded_flags[0], "%s%s Gradient", flags,
+                     state ? " StateCotangent" : "");
+            *c = (lacs_case){.op = vjp_names[f], .name = sc->name, .tiers = LACS_TIER_BOTH, .set = sc->set,
+                             .B = sc->B, .T = sc->T, .H = sc->H, .HV = sc->HV, .K = sc->K, .V = sc->V,
+                             .cu_seqlens = sc->cu_seqlens, .inputs = expanded_inputs[n_expanded],
+                             .params = expanded_params[n_expanded], .split = sc->split,
+                             .flags = expanded_flags[n_expanded], .reason = sc->reason};
+            n_expanded++;
+        }
 }
 
 const lacs_case *lacs_catalog(size_t *count)
@@ -430,6 +755,9 @@ const lacs_case *lacs_catalog(size_t *count)
             }
         for (size_t i = 0; i < sizeof particular / sizeof particular[0] && n_expanded < MAX_CASES; i++)
             expanded[n_expanded++] = particular[i];
+        expand_vjp_scenarios();
+        for (size_t i = 0; i < sizeof particular_vjp / sizeof particular_vjp[0] && n_expanded < MAX_CASES; i++)
+            expanded[n_expanded++] = particular_vjp[i];
     }
     *count = n_expanded;
     return expanded;

@@ -2,9 +2,10 @@
  *
  * A first-order, probabilistic error model in the manner of Higham and Mary's
  * probabilistic rounding error analysis: a legitimate implementation's result
- * is the exact result of slightly perturbed data (inputs, and for the fp32
- * tier the state it rounds at each token), the perturbations independent,
- * of relative size about u. The gauge measures how much the op's result moves
+ * is the exact result of slightly perturbed data (the inputs at the tier's
+ * u; at binary32's u in both tiers, the log decays' prefix sums and exp, and
+ * the state it rounds at each token), the perturbations independent but for
+ * exp's, which is the same for equal values. The gauge measures how much the op's result moves
  * under such perturbations, by running the reference on them; the checker
  * scales it by the tier's u. It is computed, not derived by hand per op, so
  * that every op (cancellation, conditioning, saturation) gets its own.
@@ -37,24 +38,63 @@ static double random_sign(lacs_rng *rng, uint64_t *bits, int *left)
     return sign;
 }
 
-/* The log gates (g [B, T, HV], gk [B, T, HV, K]) of the ops on sequences:
- * the decays of H4, H8 (GDN, KDA, Comba), H10 (FoX), H12 (PaTH-FoX), H15.
- * Chunked and flash implementations exponentiate differences of prefix sums
- * of the gates, kept in fp32 (fla's chunk_local_cumsum, FoX's cumulative
- * gate): a gate then carries an absolute error of about u times the sum of
- * |g| since the sum began, not u |g_t|. The gauge perturbs gate t by
- * +- delta C_t, C_t the sum of |g_s| over the tokens s <= t of its sequence
- * within a window: 64 tokens (a chunk) for the recurrent ops and MesaNet,
- * the whole sequence for the attention forms (SPEC.md 11.2). Infinite gates
- * (a hard reset) stay as they are and add nothing to the sums. */
+/* The log decays of the ops on sequences (SPEC.md 2.4, 11.2): g [B, T, HV],
+ * gk [B, T, HV, K] (H4, H8: GDN, KDA, Comba; H10 FoX; H12 PaTH-FoX; H15) and
+ * the constant per-head g_gamma [HV] (retention, ALiBi). A legitimate
+ * implementation gets them exact (they are inputs) and errs in two binary32
+ * operations on them, in either tier (SPEC.md 11.1):
+ *
+ * - the prefix sums that chunked and flash forms exponentiate differences of
+ *   (fla's chunk_local_cumsum, FoX's cumulative gate): gate t then carries an
+ *   absolute error of about u32 C_t, C_t the sum of |g_s| over the tokens
+ *   s <= t of its sequence within a window (64 tokens, a chunk, for the
+ *   recurrent ops and MesaNet; the whole sequence for the attention forms).
+ *   Modelled by moving gate t by +- delta b C_t, the signs independent. An
+ *   infinite gate (a hard reset) stays as it is and adds nothing to the sums.
+ * - exp (or exp2, log) of the gate: a few ulp of relative error in the
+ *   factor, i.e. an absolute error of a few u32 in the log gate, and the
+ *   SAME error wherever the same value recurs: exp is a deterministic
+ *   function, so a constant decay (g_gamma, a constant g) makes the same
+ *   error at every token and it accumulates over the decay's horizon
+ *   1 / (1 - exp(g)), not as a random walk. Modelled by moving every gate by
+ *   +- delta b LACS_GAUGE_EXP_ERROR with a sign that is a hash of the gate's
+ *   value (and the sample): equal values move together, distinct values
+ *   independently.
+ *
+ * Both are binary32 errors: b (`binary32`) = u32 / u, 1 in fp32 and 2^-16 in
+ * the bf16 tier, whose gauge is in units of bf16's u. */
 static int is_log_gate(const char *name)
 {
-    return strcmp(name, "g") == 0 || strcmp(name, "gk") == 0;
+    return strcmp(name, "g") == 0 || strcmp(name, "gk") == 0 || strcmp(name, "g_gamma") == 0;
 }
 
-static void perturb_gates(const lacs_tensor *gate, const double *exact, double *x, const int64_t *cu_seqlens,
-                          int64_t n_offsets, int64_t window, lacs_rng *rng, uint64_t *bits, int *left)
+/* +1 or -1, a pure function of the value x and the sample's key: the sign of
+ * a deterministic function's error at x (SplitMix64's finaliser of x's bits). */
+static double value_sign(double x, uint64_t key)
 {
+    uint64_t z;
+    memcpy(&z, &x, sizeof z);
+    z ^= key;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (z & 1) ? 1.0 : -1.0;
+}
+
+/* Moves each finite log gate of `gate` (exact values in `exact`, results in
+ * x) by delta scaled by `binary32`: the prefix-sum term (g and gk only, whose
+ * second dimension is T) and the exp term. */
+static void perturb_gates(const lacs_tensor *gate, const double *exact, double *x, const int64_t *cu_seqlens,
+                          int64_t n_offsets, int64_t window, double binary32, uint64_t key, lacs_rng *rng,
+                          uint64_t *bits, int *left)
+{
+    const double step = LACS_GAUGE_DELTA * binary32;
+    if (gate->ndim < 3) { /* g_gamma [HV]: one value per head, the same at every token */
+        for (int64_t i = 0; i < lacs_tensor_count(gate); i++)
+            if (isfinite(exact[i]))
+                x[i] = exact[i] + step * LACS_GAUGE_EXP_ERROR * value_sign(exact[i], key);
+        return;
+    }
     const int64_t B = gate->shape[0], T = gate->shape[1];
     const int64_t lanes = lacs_tensor_count(gate) / (B * T > 0 ? B * T : 1); /* HV, or HV * K */
     for (int64_t b = 0; b < B; b++)
@@ -71,15 +111,18 @@ static void perturb_gates(const lacs_tensor *gate, const double *exact, double *
                 }
                 const int64_t i = (b * T + t) * lanes + lane;
                 if (isfinite(exact[i]))
-                    x[i] = exact[i] + LACS_GAUGE_DELTA * sum * random_sign(rng, bits, left);
+                    x[i] = exact[i] + step * (sum * random_sign(rng, bits, left) +
+                                              LACS_GAUGE_EXP_ERROR * value_sign(exact[i], key));
             }
         }
 }
 
 int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, const lacs_param *params,
-                       int n_params, const lacs_tensor *expected, int n_outputs, int state_noise, uint64_t seed,
+                       int n_params, const lacs_tensor *expected, int n_outputs, int fp32, uint64_t seed,
                        double **gauges)
 {
+    /* binary32's errors (gate sums, exp, the state) in units of the tier's u */
+    const double binary32 = fp32 ? 1.0 : LACS_GAUGE_BINARY32_IN_BF16;
     lacs_tensor perturbed[24], outs[LACS_OPS_MAX_OUTPUTS];
     lacs_param moved[16];
     double *sum[LACS_OPS_MAX_OUTPUTS] = {0};
@@ -119,21 +162,26 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
     for (int s = 0; s < LACS_GAUGE_SAMPLES && rc == LACS_OK; s++) {
         uint64_t bits = 0;
         int left = 0;
+        const uint64_t key = lacs_rng_next(&rng); /* this sample's signs of exp's errors */
         for (int i = 0; i < n_inputs; i++) {
             if (inputs[i].dtype == LACS_I64)
                 continue;
             const int64_t n = lacs_tensor_count(&inputs[i]);
             double *x = perturbed[i].data;
             lacs_values_to_double(inputs[i].dtype, inputs[i].data, n, x);
-            if (info && info->family != LACS_FAMILY_NORM && is_log_gate(inputs[i].name) && inputs[i].ndim >= 3) {
+            if (info && info->family != LACS_FAMILY_NORM && is_log_gate(inputs[i].name)) {
                 double *exact = malloc((size_t)n * sizeof(double) + 8);
                 if (!exact) {
                     rc = LACS_ERR_MEMORY;
                     break;
                 }
                 memcpy(exact, x, (size_t)n * sizeof(double));
-                const int64_t window = info->family == LACS_FAMILY_ATTENTION ? inputs[i].shape[1] : 64;
-                perturb_gates(&inputs[i], exact, x, cu_seqlens, n_offsets, window, &rng, &bits, &left);
+                const lacs_op_info *family_of = info->family == LACS_FAMILY_VJP ? lacs_op_forward(info) : info;
+                const int64_t window =
+                    family_of && family_of->family == LACS_FAMILY_ATTENTION && inputs[i].ndim >= 2 ? inputs[i].shape[1]
+                                                                                                   : 64;
+                perturb_gates(&inputs[i], exact, x, cu_seqlens, n_offsets, window, binary32, key, &rng, &bits,
+                              &left);
                 free(exact);
                 continue;
             }
@@ -147,9 +195,9 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
             if (perturbed_param(params[p].name))
                 moved[p].value *= 1 + LACS_GAUGE_DELTA * random_sign(&rng, &bits, &left);
         }
-        lacs_internal_state_noise(state_noise, lacs_rng_next(&rng), LACS_GAUGE_DELTA);
+        lacs_internal_state_noise(1, lacs_rng_next(&rng), LACS_GAUGE_DELTA * binary32, LACS_GAUGE_DELTA);
         rc = lacs_reference_run(op, perturbed, n_inputs, moved, n_params, outs, n_outputs, 0);
-        lacs_internal_state_noise(0, 0, 0);
+        lacs_internal_state_noise(0, 0, 0, 0);
         for (int o = 0; o < n_outputs && rc == LACS_OK; o++) {
             const double *y = expected[o].data, *ys = outs[o].data;
             for (int64_t j = 0; j < lacs_tensor_count(&expected[o]); j++) {
@@ -179,12 +227,33 @@ int lacs_gauge_compute(const char *op, const lacs_tensor *inputs, int n_inputs, 
     return rc == LACS_ERR_MEMORY ? lacs_internal_error(rc, op, "gauge: out of memory") : rc;
 }
 
+/* The VJPs of the ops on sequences (SPEC.md 4.19, 11.3). The recurrent
+ * family's gradients: a chunked backward (H7's WY/UT form, chunks of 64) sums
+ * over the chunk's tokens (dU_j = sum_{t >= j} P_tj do_t and the triangular
+ * solve) as well as over K: n = max(K, min(T, 64)); a scalar log gate's
+ * gradient sums a whole state per token (K^2 terms, V taken as K), dg_gamma
+ * those over the sequence. The attention forms: the forward's rule,
+ * max(K, T); a gate's gradient sums the pairs j < tau <= i (T^2). */
+static int64_t vjp_sum_length(const lacs_op_info *forward, const char *output, int64_t K, int64_t T)
+{
+    const int attention = forward->family == LACS_FAMILY_ATTENTION;
+    const int64_t chunk = T < 64 ? T : 64;
+    const int64_t base = attention ? (K > T ? K : T) : (K > chunk ? K : chunk);
+    if (strcmp(output, "dg") == 0)
+        return attention ? T * T : (K * K > chunk ? K * K : chunk);
+    if (strcmp(output, "dg_gamma") == 0)
+        return attention ? T * T : K * K * T;
+    return base;
+}
+
 double lacs_gauge_length_factor(const char *op, const char *output, int fp32, int64_t K, int64_t longest_sequence,
                                 int64_t rows, int64_t dim)
 {
     if (!fp32)
         return 1;
     const lacs_op_info *info = lacs_op_find(op);
+    if (info && info->family == LACS_FAMILY_VJP && lacs_op_forward(info))
+        return sqrt((double)vjp_sum_length(lacs_op_forward(info), output, K, longest_sequence));
     int64_t n = 1;
     if (!info)
         return 1;

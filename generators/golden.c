@@ -317,6 +317,7 @@ static int input_shape(const lacs_case *c, const char *name, int64_t n_seqs, int
         {"x", 2, {c->rows, c->dim, 0, 0}}, {"dy", 2, {c->rows, c->dim, 0, 0}},
         {"weight", 1, {c->dim, 0, 0, 0}}, {"bias", 1, {c->dim, 0, 0, 0}},
         {"alpha", 1, {1, 0, 0, 0}}, {"C", 1, {1, 0, 0, 0}},
+        {"do", 4, {B, T, HV, V}}, {"dht", 4, {n_seqs, HV, K, V}},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, name) == 0) {
@@ -396,11 +397,12 @@ void lacs_golden_free(lacs_golden *g)
     memset(g, 0, sizeof *g);
 }
 
-/* The first `split` tokens of a fixed-length case's inputs (per-token tensors
- * cut along T; the rest as they are), for the state carry (SPEC.md 10.5). */
-static int first_part(const lacs_golden *g, int64_t split, lacs_tensor *part, int64_t (*shapes)[4])
+/* Tokens [t0, t1) of a fixed-length case's inputs (per-token tensors cut
+ * along T; the rest as they are), for the state carry (SPEC.md 10.5, 11.5). */
+static int slice_part(const lacs_golden *g, int64_t t0, int64_t t1, lacs_tensor *part, int64_t (*shapes)[4])
 {
-    static const char *const per_token[] = {"q", "k", "v", "w", "beta", "g", "gk"};
+    static const char *const per_token[] = {"q", "k", "v", "w", "beta", "g", "gk", "do"};
+    const int64_t len = t1 - t0;
     for (int i = 0; i < g->n_inputs; i++) {
         part[i] = g->tensors[i];
         int cut = 0;
@@ -408,26 +410,31 @@ static int first_part(const lacs_golden *g, int64_t split, lacs_tensor *part, in
             cut |= strcmp(g->tensors[i].name, per_token[j]) == 0;
         if (!cut)
             continue;
-        /* [B, T, ...] -> [B, split, ...]: copy each batch row's first split tokens */
+        /* [B, T, ...] -> [B, len, ...]: copy each batch row's tokens t0 .. t1 - 1 */
         const lacs_tensor *t = &g->tensors[i];
         int64_t inner = 1;
         for (int d = 2; d < t->ndim; d++)
             inner *= t->shape[d];
         const size_t esize = lacs_dtype_size(t->dtype);
-        unsigned char *data = malloc((size_t)(t->shape[0] * split * inner) * esize + 1);
+        unsigned char *data = malloc((size_t)(t->shape[0] * len * inner) * esize + 1);
         if (!data)
             return LACS_ERR_MEMORY;
         for (int64_t b = 0; b < t->shape[0]; b++)
-            memcpy(data + (size_t)(b * split * inner) * esize,
-                   (const unsigned char *)t->data + (size_t)(b * t->shape[1] * inner) * esize,
-                   (size_t)(split * inner) * esize);
+            memcpy(data + (size_t)(b * len * inner) * esize,
+                   (const unsigned char *)t->data + (size_t)((b * t->shape[1] + t0) * inner) * esize,
+                   (size_t)(len * inner) * esize);
         for (int d = 0; d < t->ndim; d++)
             shapes[i][d] = t->shape[d];
-        shapes[i][1] = split;
+        shapes[i][1] = len;
         part[i].shape = shapes[i];
         part[i].data = data;
     }
     return LACS_OK;
+}
+
+static int first_part(const lacs_golden *g, int64_t split, lacs_tensor *part, int64_t (*shapes)[4])
+{
+    return slice_part(g, 0, split, part, shapes);
 }
 
 static void free_first_part(const lacs_golden *g, lacs_tensor *part)
@@ -557,6 +564,13 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
     cJSON_AddStringToObject(root, "tier", g->tier);
     *rc = add_words(cJSON_AddArrayToObject(root, "flags"), c->flags, c, 1);
     cJSON_AddStringToObject(root, "reason", c->reason);
+    /* the conformance level (SPEC.md 11.7): strict in the tiers the catalog names, with its reason */
+    const char *level_reason;
+    const int strict =
+        lacs_case_is_strict(c, strcmp(g->tier, "fp32") == 0 ? LACS_TIER_FP32 : LACS_TIER_BF16, &level_reason);
+    cJSON_AddStringToObject(root, "level", strict ? "strict" : "required");
+    if (strict)
+        cJSON_AddStringToObject(root, "level_reason", level_reason);
     cJSON *p = cJSON_AddObjectToObject(root, "params");
     for (int i = 0; i < n_params; i++)
         cJSON_AddNumberToObject(p, params[i].name, params[i].value);
@@ -594,26 +608,29 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
                 longest = cu[n + 1] - cu[n] > longest ? cu[n + 1] - cu[n] : longest;
         }
     cJSON *tol = cJSON_AddObjectToObject(root, "tolerance");
-    cJSON_AddStringToObject(tol, "model", "lacs-tolerance/1");
+    cJSON_AddStringToObject(tol, "model", LACS_TOLERANCE_MODEL);
     add_exact_number(tol, "unit_roundoff", fp32 ? 0x1p-24 : 0x1p-8);
     cJSON_AddNumberToObject(tol, "normwise_factor", LACS_TOLERANCE_NORMWISE_FACTOR);
     cJSON_AddNumberToObject(tol, "elementwise_factor", LACS_TOLERANCE_ELEMENTWISE_FACTOR);
-    cJSON_AddNumberToObject(tol, "floor_fraction", LACS_TOLERANCE_FLOOR_FRACTION);
+    cJSON_AddNumberToObject(tol, "floor_fraction",
+                            fp32 ? LACS_TOLERANCE_FLOOR_FRACTION_FP32 : LACS_TOLERANCE_FLOOR_FRACTION_BF16);
     add_exact_number(tol, "underflow", fp32 ? 0x1p-150 : 0x1p-134); /* half the smallest subnormal */
     cJSON *length = cJSON_AddObjectToObject(tol, "length_factor");
     for (int i = g->n_inputs; i < g->n_tensors; i++)
         if (strncmp(g->tensors[i].name, "expected.", 9) == 0) {
             const char *name = g->tensors[i].name + strlen("expected.");
-            char base[32];
-            snprintf(base, sizeof base, "%.*s", (int)strcspn(name, "_"), name); /* ht_split, ht_kk -> ht */
-            if (strcmp(name, "ht_kk") == 0)
-                snprintf(base, sizeof base, "ht_kk");
+            char base[32]; /* without the state carry's suffix: ht_split -> ht, ht_kk_split -> ht_kk */
+            snprintf(base, sizeof base, "%s", name);
+            if (strlen(base) > 6 && strcmp(base + strlen(base) - 6, "_split") == 0)
+                base[strlen(base) - 6] = 0;
             add_exact_number(length, name, lacs_gauge_length_factor(c->op, base, fp32, c->K, longest, c->rows, c->dim));
         }
     cJSON *gauge = cJSON_AddObjectToObject(tol, "gauge");
     cJSON_AddNumberToObject(gauge, "samples", LACS_GAUGE_SAMPLES);
     add_exact_number(gauge, "delta", LACS_GAUGE_DELTA);
-    cJSON_AddBoolToObject(gauge, "state_noise", fp32);
+    add_exact_number(gauge, "binary32", fp32 ? 1.0 : LACS_GAUGE_BINARY32_IN_BF16);
+    cJSON_AddNumberToObject(gauge, "exp_error", LACS_GAUGE_EXP_ERROR);
+    cJSON_AddBoolToObject(gauge, "state_noise", 1);
     cJSON *cert = cJSON_AddObjectToObject(root, "certified");
     char method[96];
     snprintf(method, sizeof method, "long double recomputation (%d-bit significand), SPEC.md 10.4",
@@ -629,6 +646,91 @@ static char *metadata_json(const lacs_golden *g, const lacs_case *c, const lacs_
     if (!text && *rc == LACS_OK)
         *rc = LACS_ERR_MEMORY;
     return text;
+}
+
+/* The state carry of a VJP (SPEC.md 11.5): the cotangent of the state after
+ * the first `split` tokens, dh_split, is the dh0 of the second part's VJP run
+ * from that state (the forward's, on the first part, in double) with the
+ * case's dht; it is computed, certified and gauged as a golden of its own. */
+static int vjp_split(lacs_golden *g, const lacs_case *c, const lacs_param *params, int n_params, int64_t n_seqs,
+                     int *n_certified)
+{
+    const lacs_op_info *forward = lacs_op_forward(lacs_op_find(c->op));
+    lacs_tensor part[24];
+    int64_t part_shapes[24][4], state_shape[4] = {n_seqs, c->HV, c->K, c->V};
+    double *state = calloc((size_t)(n_seqs * c->HV * c->K * c->V) + 1, sizeof(double));
+    if (!forward || !state) {
+        free(state);
+        return lacs_internal_error(LACS_ERR_MEMORY, c->op, "case '%s': out of memory", c->name);
+    }
+    /* the forward on the first part: its inputs and parameters, not the cotangents */
+    int rc = first_part(g, c->split, part, part_shapes);
+    lacs_tensor forward_in[24], ht = {"ht", LACS_F64, 4, state_shape, state};
+    lacs_param forward_params[8];
+    int n_forward = 0, n_forward_params = 0;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (strcmp(part[i].name, "do") != 0 && strcmp(part[i].name, "dht") != 0)
+            forward_in[n_forward++] = part[i];
+    for (int i = 0; i < n_params; i++)
+        if (lacs_word_in_list(forward->params, params[i].name))
+            forward_params[n_forward_params++] = params[i];
+    if (rc == LACS_OK)
+        rc = lacs_reference_run(forward->name, forward_in, n_forward, forward_params, n_forward_params, &ht, 1, 0);
+    free_first_part(g, part);
+    /* the second part's VJP from that state */
+    int n_second = g->n_inputs, n_kept = 0;
+    lacs_golden second = {0};
+    if (rc == LACS_OK)
+        rc = slice_part(g, c->split, c->T, part, part_shapes);
+    if (rc == LACS_OK) {
+        int has_h0 = 0;
+        for (int i = 0; i < g->n_inputs; i++)
+            if (strcmp(part[i].name, "h0") == 0) {
+                part[i] = ht;
+                part[i].name = "h0";
+                has_h0 = 1;
+            }
+        if (!has_h0) {
+            part[n_second] = ht;
+            part[n_second++].name = "h0";
+        }
+        strcpy(second.id, g->id);
+        second.tier = g->tier;
+        second.seed = g->seed;
+        lacs_case tail = *c;
+        tail.T = c->T - c->split;
+        int n_certified_second = 0;
+        rc = compute(&second, &tail, part, n_second, params, n_params, "_split", NULL, n_seqs, &n_certified_second);
+        /* keep dh0 of the second part, as dh_split */
+        for (int i = 0, n_expected = 0; rc == LACS_OK && i < second.n_tensors; i++) {
+            const lacs_tensor *t = &second.tensors[i];
+            const int expected = strncmp(t->name, "expected.", 9) == 0;
+            n_expected += expected;
+            if (strcmp(t->name, "expected.dh0_split") != 0 && strcmp(t->name, "gauge.dh0_split") != 0)
+                continue;
+            lacs_tensor *kept = add_tensor(g, expected ? "expected.dh_split" : "gauge.dh_split", t->dtype, t->ndim,
+                                           t->shape);
+            if (!kept) {
+                rc = LACS_ERR_MEMORY;
+                break;
+            }
+            memcpy(kept->data, t->data, (size_t)lacs_tensor_count(t) * lacs_dtype_size(t->dtype));
+            n_kept++;
+            if (expected) {
+                g->certified[(*n_certified)++] = second.certified[n_expected - 1];
+                if (!(second.certified[n_expected - 1] <= g->certified_max))
+                    g->certified_max = second.certified[n_expected - 1];
+            }
+        }
+        if (rc == LACS_OK && n_kept != 2)
+            rc = lacs_internal_error(LACS_ERR_PARAM, c->op, "case '%s': the second part gave no dh0", c->name);
+        for (int i = 0; i < g->n_inputs; i++)
+            if (part[i].data != g->tensors[i].data && part[i].data != state)
+                free(part[i].data);
+    }
+    lacs_golden_free(&second);
+    free(state);
+    return rc;
 }
 
 int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
@@ -728,11 +830,14 @@ int lacs_golden_build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g)
     int n_certified = 0;
     const int64_t *cu = c->cu_seqlens ? offsets : NULL;
     rc = compute(g, c, g->tensors, g->n_inputs, params, n_params, "", cu, n_seqs, &n_certified);
-    if (rc == LACS_OK && c->split > 0) {
-        if (c->cu_seqlens || c->split >= c->T || info->family == LACS_FAMILY_ATTENTION ||
-            info->family == LACS_FAMILY_NORM)
-            return fail(g, recipe_error(c, "split needs a fixed-length stateful case with 0 < split < T",
-                                        c->name));
+    const lacs_op_info *family_of = info->family == LACS_FAMILY_VJP ? lacs_op_forward(info) : info;
+    if (rc == LACS_OK && c->split > 0 && (c->cu_seqlens || c->split >= c->T || !family_of ||
+                                          family_of->family == LACS_FAMILY_ATTENTION ||
+                                          family_of->family == LACS_FAMILY_NORM))
+        return fail(g, recipe_error(c, "split needs a fixed-length stateful case with 0 < split < T", c->name));
+    if (rc == LACS_OK && c->split > 0 && info->family == LACS_FAMILY_VJP) {
+        rc = vjp_split(g, c, params, n_params, n_seqs, &n_certified);
+    } else if (rc == LACS_OK && c->split > 0) {
         lacs_tensor part[24];
         int64_t part_shapes[24][4];
         lacs_golden first = {0};

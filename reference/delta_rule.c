@@ -6,6 +6,7 @@
  * beta in [0, 2] covers E3's negative eigenvalues (SPEC.md 4.4 for the mapping).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -174,4 +175,116 @@ int REF(delta_rule_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, r
     if (!rc)
         rc = lacs_internal_check_beta_nonnegative("delta_rule_matrix", d, in, "this form absorbs beta as sqrt(beta)");
     return rc ? rc : REFI(run_per_head)("delta_rule_matrix", d, in, STATE_KV, REFI(delta_matrix_kernel), o, ht, NULL);
+}
+
+/* ---- gradients (SPEC.md 4.19) ---- */
+
+/* The step coefficient of token t: beta_t, or EFLA's c_t = beta_t phi(beta_t
+ * ||k_t||^2) (E5), computed as the forward computes it, with its partial
+ * derivatives with respect to beta_t and ||k_t||^2. */
+static real step_coefficient(const sequence_head *s, int efla, int64_t t, real *dc_dbeta, real *dc_dknorm2)
+{
+    if (!efla) {
+        *dc_dbeta = 1;
+        *dc_dknorm2 = 0;
+        return s->beta[t];
+    }
+    const real *k = s->k + t * s->K;
+    real knorm2 = 0;
+    for (int64_t c = 0; c < s->K; c++)
+        knorm2 += k[c] * k[c];
+    REF(efla_coefficient_derivatives)(s->beta[t], knorm2, dc_dbeta, dc_dknorm2);
+    return REF(efla_coefficient)(s->beta[t], knorm2);
+}
+
+/* The adjoint of H6/H8 (and E5 with c for beta), token by token in reverse.
+ * The forward runs again first (as gated_delta_kernel: delta_rule and EFLA
+ * have no decay, exp(0) = 1 exactly), keeping the state before each token.
+ * Then, with dh the cotangent of h_t (dht to start with), for token t:
+ *   o_t = scale h_t^T q_t        dq_t = scale h_t do_t,  dh += scale q_t do_t^T
+ *   h_t = h' + k u^T             du = dh^T k,            dk_t = dh u
+ *   u = c e, e = v - p           dc = du . e,            dv_t = c du
+ *   p = h'^T k                   dp = -c du:  dh' = dh + k dp^T,  dk_t += h' dp
+ *   h' = D_t h_{t-1}             dlog[t][c] = sum_j dh'[c][j] h'[c][j],  dh <- D_t dh'
+ *   c = beta                     dbeta_t = dc
+ *   c = c(beta, ||k||^2) (E5)    dbeta_t = dc dc/dbeta,  dk_t += 2 k dc dc/d||k||^2
+ * dbeta's term du . e holds both the write (du . v) and the erase (-du . p). */
+int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real *dout, real *dh, head_grads *g)
+{
+    const int64_t K = s->K, V = s->V, T = s->T;
+    real *states = malloc((size_t)((T + 1) * K * V) * sizeof(real));
+    real *decayed = malloc((size_t)(K * V) * sizeof(real));
+    real *u = malloc((size_t)V * sizeof(real)), *p = malloc((size_t)V * sizeof(real));
+    real *du = malloc((size_t)V * sizeof(real));
+    int rc = states && decayed && u && p && du ? LACS_OK : LACS_ERR_MEMORY;
+    for (int64_t t = 0; t < T && rc == LACS_OK; t++) { /* the forward */
+        const real *k = s->k + t * K;
+        real unused_a, unused_b;
+        memcpy(states + t * K * V, h, (size_t)(K * V) * sizeof(real));
+        for (int64_t c = 0; c < K; c++) {
+            real factor = exp(REFI(log_decay)(s, t, c));
+            for (int64_t j = 0; j < V; j++)
+                h[c * V + j] *= factor;
+        }
+        REFI(delta_correction)(K, V, h, k, s->v + t * V, step_coefficient(s, efla, t, &unused_a, &unused_b), u);
+        REFI(state_add_outer)(K, V, h, 1, k, u);
+    }
+    if (rc == LACS_OK)
+        memcpy(states + T * K * V, h, (size_t)(K * V) * sizeof(real));
+    for (int64_t t = T - 1; t >= 0 && rc == LACS_OK; t--) {
+        const real *q = s->q + t * K, *k = s->k + t * K, *v = s->v + t * V, *prev = states + t * K * V;
+        real *dk = g->dk + t * K;
+        REFI(readout_adjoint)(K, V, states + (t + 1) * K * V, q, s->scale, dout + t * V, g->dq + t * K, dh);
+        real dc_dbeta, dc_dknorm2;
+        const real coef = step_coefficient(s, efla, t, &dc_dbeta, &dc_dknorm2);
+        for (int64_t c = 0; c < K; c++) { /* h' and the forward's u, again */
+            real factor = exp(REFI(log_decay)(s, t, c));
+            for (int64_t j = 0; j < V; j++)
+                decayed[c * V + j] = prev[c * V + j] * factor;
+        }
+        REFI(state_readout)(K, V, decayed, k, 1, p);
+        real dcoef = 0;
+        for (int64_t j = 0; j < V; j++) {
+            const real e = v[j] - p[j];
+            u[j] = coef * e;
+            du[j] = 0;
+            for (int64_t c = 0; c < K; c++)
+                du[j] += dh[c * V + j] * k[c];
+            dcoef += du[j] * e;
+            g->dv[t * V + j] += coef * du[j];
+        }
+        for (int64_t c = 0; c < K; c++) {
+            real factor = exp(REFI(log_decay)(s, t, c));
+            for (int64_t j = 0; j < V; j++) {
+                const real dp = -coef * du[j];
+                dk[c] += dh[c * V + j] * u[j] + decayed[c * V + j] * dp;
+                const real dh_decayed = dh[c * V + j] + k[c] * dp;
+                g->dlog[t * K + c] += dh_decayed * decayed[c * V + j];
+                dh[c * V + j] = factor * dh_decayed;
+            }
+        }
+        g->dbeta[t] = dcoef * dc_dbeta;
+        for (int64_t c = 0; efla && c < K; c++)
+            dk[c] += 2 * k[c] * (dcoef * dc_dknorm2);
+        REFI(state_rounded)(K, V, dh);
+    }
+    if (rc == LACS_OK)
+        REFI(gate_gradient_rounded)(s, g);
+    free(states);
+    free(decayed);
+    free(u);
+    free(p);
+    free(du);
+    return rc;
+}
+
+static int delta_rule_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
+{
+    return REFI(delta_family_vjp)(s, 0, h, dout, dh, g);
+}
+
+int REF(delta_rule_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    int rc = lacs_internal_validate("delta_rule_vjp", d, in, LACS_READS_BETA, LACS_READS_H0);
+    return rc ? rc : REFI(run_per_head_vjp)("delta_rule_vjp", d, in, ct, STATE_KV, delta_rule_vjp_kernel, gr);
 }

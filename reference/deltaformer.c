@@ -16,6 +16,7 @@
  * after T terms: H11's Neumann series is exact with T terms.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -26,6 +27,8 @@ static _Thread_local int64_t neumann_terms;
 
 /* Row i of A (first_stage = 0) or of B (first_stage = 1), unnormalised score
  * or softmax weight as the form says, in row[0..i] (row[i] = 0 for B). */
+static _Thread_local real weights_row_lse; /* the last row's log-sum-exp (the softmax forms), for the gauge's model */
+
 static void weights_row(const sequence_head *s, int first_stage, int64_t i, real *row)
 {
     const int64_t K = s->K;
@@ -44,6 +47,7 @@ static void weights_row(const sequence_head *s, int first_stage, int64_t i, real
         denom += (row[j] = exp(row[j] - m));
     for (int64_t j = 0; j <= last && form != LACS_DELTAFORMER_EXP; j++)
         row[j] /= denom;
+    weights_row_lse = m + log(denom);
     for (int64_t j = last + 1; j <= i; j++)
         row[j] = 0;
 }
@@ -176,4 +180,112 @@ int REF(deltaformer_neumann)(const lacs_dims *d, const lacs_inputs *in, lacs_del
         return lacs_internal_error(LACS_ERR_PARAM, "deltaformer_neumann",
                                    "terms = %lld must be >= 1 (T terms are exact)", (long long)terms);
     return run("deltaformer_neumann", d, in, f, terms, deltaformer_matrix_kernel, o);
+}
+
+/* ---- gradients (SPEC.md 4.19) ---- */
+
+/* The adjoint of one row of weights with respect to its scores s_j =
+ * scale x . k_j (j <= last): EXP's weights are exp(s_j) (ds_j = dw_j w_j),
+ * the softmax forms' the softmax's adjoint. Adds scale ds_j k_j to dx and
+ * scale ds_j x to dk_j. */
+static void weights_row_adjoint(const sequence_head *s, int64_t last, const real *x, const real *row,
+                                const real *drow, real *ds, real *dx, real *dk)
+{
+    const int64_t K = s->K;
+    if (last < 0)
+        return;
+    if (form == LACS_DELTAFORMER_EXP)
+        for (int64_t j = 0; j <= last; j++)
+            ds[j] = drow[j] * row[j];
+    else
+        REFI(softmax_adjoint)(last + 1, row, drow, ds);
+    for (int64_t j = 0; j <= last; j++)
+        for (int64_t c = 0; c < K; c++) {
+            dx[c] += s->scale * ds[j] * s->k[j * K + c];
+            dk[j * K + c] += s->scale * ds[j] * x[c];
+        }
+}
+
+/* The adjoint of H11's recursion. The forward again (deltaformer_kernel's
+ * rows A_i, B_i and u_i), then
+ *   o_i = sum_{j<=i} A_ij u_j                 dA_ij = do_i . u_j,  du_j += A_ij do_i
+ * and, for i from T-1 down (du_i is complete once every later row is done):
+ *   u_i = v_i - beta_i sum_{j<i} B_ij u_j      dv_i = du_i,  dbeta_i = -du_i . sum_j B_ij u_j,
+ *                                            dB_ij = -beta_i du_i . u_j,  du_j -= beta_i B_ij du_i
+ * then each row's weights back to its scores (weights_row_adjoint): A's row
+ * i reads q_i, B's reads k_i (q_i in fla's form). */
+static int deltaformer_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
+{
+    (void)h;
+    (void)dh;
+    const int64_t T = s->T, K = s->K, V = s->V;
+    real *A = malloc((size_t)(T * T + 1) * sizeof(real)), *B = malloc((size_t)(T * T + 1) * sizeof(real));
+    real *u = malloc((size_t)(T * V + 1) * sizeof(real)), *du = calloc((size_t)(T * V + 1), sizeof(real));
+    real *drow = malloc((size_t)(T + 1) * sizeof(real)), *ds = malloc((size_t)(T + 1) * sizeof(real));
+    int rc = A && B && u && du && drow && ds ? LACS_OK : LACS_ERR_MEMORY;
+    for (int64_t i = 0; i < T && rc == LACS_OK; i++) { /* as deltaformer_kernel */
+        weights_row(s, 1, i, B + i * T);
+        if (form != LACS_DELTAFORMER_EXP && i > 0)
+            REFI(weights_from_rounded_lse)(i, weights_row_lse, B + i * T);
+        const real beta = s->beta ? s->beta[i] : 1;
+        for (int64_t c = 0; c < V; c++) {
+            real sum = 0;
+            for (int64_t j = 0; j < i; j++)
+                sum += B[i * T + j] * u[j * V + c];
+            u[i * V + c] = s->v[i * V + c] - beta * sum;
+        }
+        weights_row(s, 0, i, A + i * T);
+        if (form != LACS_DELTAFORMER_EXP)
+            REFI(weights_from_rounded_lse)(i + 1, weights_row_lse, A + i * T);
+    }
+    for (int64_t i = 0; i < T && rc == LACS_OK; i++) {
+        const real *doi = dout + i * V;
+        for (int64_t j = 0; j <= i; j++) {
+            drow[j] = REFI(dot)(V, doi, u + j * V);
+            for (int64_t c = 0; c < V; c++)
+                du[j * V + c] += A[i * T + j] * doi[c];
+        }
+        weights_row_adjoint(s, i, s->q + i * K, A + i * T, drow, ds, g->dq + i * K, g->dk);
+    }
+    for (int64_t i = T - 1; i >= 0 && rc == LACS_OK; i--) {
+        const real beta = s->beta ? s->beta[i] : 1, *dui = du + i * V;
+        real dbeta = 0;
+        for (int64_t c = 0; c < V; c++) {
+            real sum = 0;
+            for (int64_t j = 0; j < i; j++)
+                sum += B[i * T + j] * u[j * V + c];
+            g->dv[i * V + c] += dui[c];
+            dbeta -= dui[c] * sum;
+        }
+        g->dbeta[i] = dbeta;
+        for (int64_t j = 0; j < i; j++) {
+            drow[j] = -beta * REFI(dot)(V, dui, u + j * V);
+            for (int64_t c = 0; c < V; c++)
+                du[j * V + c] -= beta * B[i * T + j] * dui[c];
+        }
+        /* B's row i reads k_i, or q_i in fla's form */
+        const int reads_q = form == LACS_DELTAFORMER_FLA;
+        weights_row_adjoint(s, i - 1, (reads_q ? s->q : s->k) + i * K, B + i * T, drow, ds,
+                            (reads_q ? g->dq : g->dk) + i * K, g->dk);
+    }
+    free(A);
+    free(B);
+    free(u);
+    free(du);
+    free(drow);
+    free(ds);
+    return rc;
+}
+
+int REF(deltaformer_vjp)(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, const lacs_cotangents *ct,
+                         const grads_out *gr)
+{
+    int rc = lacs_internal_validate("deltaformer_vjp", d, in, 0, LACS_READS_BETA);
+    if (rc)
+        return rc;
+    if (f != LACS_DELTAFORMER_EXP && f != LACS_DELTAFORMER_SOFTMAX && f != LACS_DELTAFORMER_FLA)
+        return lacs_internal_error(LACS_ERR_PARAM, "deltaformer_vjp", "unknown form %d (0 exp, 1 softmax, 2 fla)",
+                                   (int)f);
+    form = f;
+    return REFI(run_per_head_vjp)("deltaformer_vjp", d, in, ct, STATE_NONE, deltaformer_vjp_kernel, gr);
 }

@@ -9,6 +9,7 @@
  * k is not normalised: its norm is what sets c.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -116,4 +117,51 @@ void REF(rank1_function)(const analytic_fn *f, int64_t n, const real *x, const r
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < n; j++)
             out[i * n + j] = (i == j ? f0 : 0) + x[i] * bracket * y[j];
+}
+
+/* ---- gradients (SPEC.md 4.19) ---- */
+
+/* phi'(x) = d/dx (1 - e^{-x})/x = (e^{-x} - phi(x)) / x. Near 0 the
+ * difference cancels (both terms near 1), so for |x| < 1/2 the series
+ * phi'(x) = sum_{m>=1} m (-1)^m x^{m-1} / (m+1)!, 30 terms (remainder below
+ * 30 0.5^29 / 31! ~ 7e-41), evaluated by Horner's rule; elsewhere the closed
+ * form, whose two terms then differ by at least a fifth of their size. */
+static real phi_derivative(real x)
+{
+    if (fabs(x) < 0.5L) {
+        real factorial = 1;
+        real coef[31];
+        for (int m = 1; m <= 30; m++) {
+            factorial *= m + 1; /* (m+1)! */
+            coef[m] = (m % 2 ? -m : m) / factorial;
+        }
+        real r = coef[30];
+        for (int m = 29; m >= 1; m--)
+            r = r * x + coef[m];
+        return r;
+    }
+    return (exp(-x) + expm1(-x) / x) / x;
+}
+
+/* c = beta phi(beta n) = (1 - e^{-beta n}) / n (E5): dc/dbeta = phi(x) +
+ * x phi'(x) = d(1 - e^{-x})/dx = e^{-x} (x = beta n), exactly 1 at n = 0;
+ * dc/dn = beta^2 phi'(x), -beta^2 / 2 at n = 0. */
+void REF(efla_coefficient_derivatives)(real beta, real knorm2, real *dc_dbeta, real *dc_dknorm2)
+{
+    const real x = beta * knorm2;
+    *dc_dbeta = exp(-x);
+    *dc_dknorm2 = beta * beta * phi_derivative(x);
+}
+
+/* EFLA: the delta rule's adjoint (delta_rule.c) with c_t for beta_t and the
+ * chain rule through c(beta, ||k||^2). */
+static int efla_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
+{
+    return REFI(delta_family_vjp)(s, 1, h, dout, dh, g);
+}
+
+int REF(efla_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    int rc = lacs_internal_validate("efla_vjp", d, in, LACS_READS_BETA, LACS_READS_H0);
+    return rc ? rc : REFI(run_per_head_vjp)("efla_vjp", d, in, ct, STATE_KV, efla_vjp_kernel, gr);
 }

@@ -24,6 +24,7 @@
 typedef float real;
 #define REAL_EPSILON FLT_EPSILON
 typedef lacs_analytic_fn_f32 analytic_fn;
+typedef lacs_ref_grads_f32 grads_out;
 #define REF(name) lacs_ref_##name##_f32
 #define REFI(name) lacs_internal_##name##_f32
 #elif defined(LACS_REAL_LONG_DOUBLE)
@@ -31,6 +32,7 @@ typedef lacs_analytic_fn_f32 analytic_fn;
 typedef long double real;
 #define REAL_EPSILON LDBL_EPSILON
 typedef lacs_analytic_fn_ld analytic_fn;
+typedef lacs_ref_grads_ld grads_out;
 #define REF(name) lacs_ref_##name##_ld
 #define REFI(name) lacs_internal_##name##_ld
 #else
@@ -38,6 +40,7 @@ typedef lacs_analytic_fn_ld analytic_fn;
 typedef double real;
 #define REAL_EPSILON DBL_EPSILON
 typedef lacs_analytic_fn analytic_fn;
+typedef lacs_ref_grads grads_out;
 #define REF(name) lacs_ref_##name
 #define REFI(name) lacs_internal_##name
 #endif
@@ -72,9 +75,12 @@ int lacs_internal_check_exactly_one(const char *op, const void *a, const char *a
 int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in,
                                          const char *why);
 /* The gauge's state noise (reference/noise.c, SPEC.md 11.2): while on (per
- * thread), lacs_internal_perturb_state multiplies each element by 1 +- delta. */
-void lacs_internal_state_noise(int on, uint64_t seed, double delta);
+ * thread), lacs_internal_perturb_state multiplies each element by 1 +- delta
+ * (binary32's rounding, in the tier's units) and lacs_internal_perturb_stored
+ * by 1 +- delta_stored (a value stored in the tier's precision). */
+void lacs_internal_state_noise(int on, uint64_t seed, double delta, double delta_stored);
 void lacs_internal_perturb_state(double *x, int64_t n);
+void lacs_internal_perturb_stored(double *x, int64_t n);
 /* Number of sequences: B, or N with cu_seqlens. */
 int64_t lacs_internal_sequence_count(const lacs_dims *d);
 
@@ -108,6 +114,53 @@ typedef int (*head_kernel)(const sequence_head *s, real *h, real *o);
  * scatters o and the final state (ht, and ht_kk for STATE_KV_KK; either may be NULL). */
 int REFI(run_per_head)(const char *op, const lacs_dims *d, const lacs_inputs *in,
                        int state, head_kernel kernel, real *o, real *ht, real *ht_kk);
+
+/* ---- gradients (SPEC.md 4.19) ----
+ * One (sequence, value head) of a VJP, its gradients in contiguous arrays of
+ * `real`, zeroed by the driver before the kernel runs: dq, dk, dw [T][K],
+ * dv [T][V], dbeta [T], dlog [T][K], dlambda [K]. dlog[t][c] is the gradient
+ * of the log decay of state row c at token t (the attention forms use
+ * dlog[t][0] for their one gate per token); the driver turns it into dg
+ * (the sum over c), dgk (as is) or dg_gamma (the sum over t and c), as the
+ * decay input says. */
+typedef struct {
+    real *dq, *dk, *dv, *dbeta, *dlog, *dw, *dlambda;
+} head_grads;
+
+/* The adjoint of one (sequence, value head): h holds the initial state on
+ * entry (h0 or zeros; STATE_KV_KK: h then H) and may be overwritten; dout is
+ * the cotangent of o [T][V]; dh holds the cotangent of the final state on
+ * entry (dht or zeros; STATE_KV_KK: dht then dht_kk) and the cotangent of the
+ * initial state on return. Returns as head_kernel does. */
+typedef int (*head_vjp_kernel)(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g);
+
+/* As run_per_head, for a VJP: gathers the inputs, the cotangents and the
+ * initial state of each (sequence, value head), runs kernel, scatters the
+ * gradients: dq, dk, dw summed over the G value heads of their q/k head,
+ * dg_gamma and dlambda summed over sequences, the others written. Checks the
+ * cotangents and the gradient pointers (SPEC.md 4.19) first. */
+int REFI(run_per_head_vjp)(const char *op, const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                           int state, head_vjp_kernel kernel, const grads_out *gr);
+
+/* The delta rule's adjoint (delta_rule.c), shared by DeltaNet, Gated DeltaNet,
+ * KDA and EFLA: coefficient c_t = beta_t, or EFLA's (efla = 1). */
+int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real *dout, real *dh, head_grads *g);
+/* The readout's adjoint, o = scale h^T q: dq = scale h do, dh += scale q do^T. */
+void REFI(readout_adjoint)(int64_t K, int64_t V, const real *h, const real *q, real scale, const real *dout,
+                           real *dq, real *dh);
+/* The gauge's model of a rounded state, for a state carried by an adjoint
+ * (reference/noise.c): off outside the gauge, and in every build but double. */
+void REFI(state_rounded)(int64_t K, int64_t V, real *h);
+/* The softmax's adjoint on one row of n weights p (sum 1): dl_j = p_j (dp_j - sum_m p_m dp_m),
+ * computed about the largest weight so that a saturated row does not cancel (linalg.c). */
+void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl);
+/* The gauge's model of a log gate's gradient taken as a chunked reverse cumulative sum in binary32 (linalg.c). */
+void REFI(gate_gradient_rounded)(const sequence_head *s, const head_grads *g);
+/* The gauge's model of weights rebuilt from a binary32 log-sum-exp lse (linalg.c). */
+void REFI(weights_from_rounded_lse)(int64_t n, real lse, real *p);
+/* A gate summed into the logits l_ij over j < tau <= i: dg_tau += factor sum_{j < tau} dl_j
+ * for tau = 1 .. n-1 (dg strided by `stride`), one row of weights p and their adjoint dl. */
+void REFI(gate_row_adjoint)(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride);
 
 /* H9 for the delta-rule family (delta_rule.c), shared by DeltaNet, Gated
  * DeltaNet and KDA: Gamma comes from whichever decay input the op was given. */

@@ -111,6 +111,144 @@ void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real 
 #endif
 }
 
+void REFI(state_rounded)(int64_t K, int64_t V, real *h)
+{
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    lacs_internal_perturb_state(h, K * V); /* the gauge's model of a rounded state; off otherwise */
+#else
+    (void)K;
+    (void)V;
+    (void)h;
+#endif
+}
+
+/* o = scale h^T q, i.e. o_j = scale sum_c h[c][j] q[c]: do_j reaches q[c]
+ * through scale h[c][j] and h[c][j] through scale q[c]. */
+void REFI(readout_adjoint)(int64_t K, int64_t V, const real *h, const real *q, real scale, const real *dout,
+                           real *dq, real *dh)
+{
+    for (int64_t c = 0; c < K; c++) {
+        real sum = 0;
+        for (int64_t j = 0; j < V; j++)
+            sum += h[c * V + j] * dout[j];
+        dq[c] += scale * sum;
+        for (int64_t j = 0; j < V; j++)
+            dh[c * V + j] += scale * q[c] * dout[j];
+    }
+}
+
+/* p = softmax(l): dp_j/dl_m = p_j (delta_jm - p_m), so
+ * dl_m = sum_j dp_j p_j (delta_jm - p_m) = p_m (dp_m - D), D = sum_j p_j dp_j.
+ * Where one weight p_J is near 1 (large logits, strong gates) dp_J - D
+ * cancels: it is exactly sum_{m != J} p_m (dp_J - dp_m), tiny next to dp_J,
+ * and the plain difference keeps little but D's rounding error.
+ * Since the weights sum to 1, dp_m - D = (dp_m - dp_J) - S with
+ * S = sum_{m != J} p_m (dp_m - dp_J), J the largest weight: no term of S is
+ * large, and dl_J = -p_J S. In the gauge (SPEC.md 11.2) D is perturbed as an
+ * implementation's rounding of it would move it: dl_m -= p_m (D' - D), with
+ * D' - D of size u sum_m p_m |dp_m| at the tier's u (D is formed from the
+ * stored output). */
+void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl)
+{
+    int64_t J = 0;
+    for (int64_t j = 1; j < n; j++)
+        if (p[j] > p[J])
+            J = j;
+    real S = 0;
+    for (int64_t m = 0; m < n; m++)
+        if (m != J)
+            S += p[m] * (dp[m] - dp[J]);
+    for (int64_t m = 0; m < n; m++)
+        dl[m] = m == J ? -p[J] * S : p[m] * ((dp[m] - dp[J]) - S);
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    /* FlashAttention's D = do . o, from the output as it was stored (bf16 in
+     * the bf16 tier): off by up to u sum_m p_m |dp_m|, however small D is. */
+    double size = 0;
+    for (int64_t m = 0; m < n; m++)
+        size += fabs(p[m] * dp[m]);
+    double moved = size;
+    lacs_internal_perturb_stored(&moved, 1); /* the gauge's model of D rounded; off otherwise */
+    for (int64_t m = 0; moved != size && m < n; m++)
+        dl[m] -= p[m] * (moved - size);
+#endif
+}
+
+/* FlashAttention's backward rebuilds a row's weights as exp(l_j - lse) from a
+ * binary32 log-sum-exp: off by a factor exp(lse - lse') = 1 -+ u |lse| that the
+ * row's normalisation no longer removes. The gauge (SPEC.md 11.2) models it:
+ * under its noise the weights are scaled by 1 -+ delta |lse|; otherwise (and
+ * in every build but double) nothing happens. */
+void REFI(weights_from_rounded_lse)(int64_t n, real lse, real *p)
+{
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    const double size = fabs(lse);
+    double moved = size;
+    lacs_internal_perturb_state(&moved, 1);
+    for (int64_t j = 0; moved != size && j < n; j++)
+        p[j] *= 1 + (moved - size);
+#else
+    (void)n;
+    (void)lse;
+    (void)p;
+#endif
+}
+
+/* A chunked backward (fla's) takes a log gate's gradient as the reverse
+ * cumulative sum, within each chunk of 64 tokens, of local terms of size
+ * m_t[c] = |q_t[c] dq_t[c]| + |k_t[c] dk_t[c]| (for GLA exactly
+ * q (.) dq - k (.) dk): in binary32 each term carries a rounding error,
+ * which cancels nothing where the decays are strong and the true gradient is
+ * tiny. The gauge (SPEC.md 11.2) models it: under its noise, dlog[s][c]
+ * moves by sum_{t >= s, same chunk} +-delta m_t[c]; otherwise, and in every
+ * build but double, nothing happens. */
+void REFI(gate_gradient_rounded)(const sequence_head *s, const head_grads *g)
+{
+#if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
+    const int64_t K = s->K;
+    double run[512];
+    if (K > 512)
+        return;
+    for (int64_t t = s->T - 1; t >= 0; t--) {
+        if ((t + 1) % 64 == 0 || t == s->T - 1)
+            for (int64_t c = 0; c < K; c++)
+                run[c] = 0;
+        for (int64_t c = 0; c < K; c++) {
+            const double m = fabs(s->q[t * K + c] * g->dq[t * K + c]) + fabs(s->k[t * K + c] * g->dk[t * K + c]);
+            double moved = m;
+            lacs_internal_perturb_state(&moved, 1);
+            run[c] += moved - m;
+            g->dlog[t * K + c] += run[c];
+        }
+    }
+#else
+    (void)s;
+    (void)g;
+#endif
+}
+
+/* dg_tau += factor sum_{j < tau} dl_j, tau = 1 .. n-1, for one row of
+ * weights p with adjoint dl (a gate g_tau summed into l_ij for j < tau <= i).
+ * The dl_j sum to 0 (the weights sum to 1), so the sum is also
+ * -sum_{j >= tau} dl_j: the side without the largest weight p_J is summed,
+ * since dl_J is minus the sum of all the others and would cancel. */
+void REFI(gate_row_adjoint)(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride)
+{
+    int64_t J = 0;
+    for (int64_t j = 1; j < n; j++)
+        if (p[j] > p[J])
+            J = j;
+    real below = 0;
+    for (int64_t tau = 1; tau <= J && tau < n; tau++) {
+        below += dl[tau - 1];
+        dg[tau * stride] += factor * below;
+    }
+    real above = 0;
+    for (int64_t tau = n - 1; tau > J; tau--) {
+        above += dl[tau];
+        dg[tau * stride] -= factor * above;
+    }
+}
+
 void REFI(delta_correction)(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,
                             real *u)
 {

@@ -6,6 +6,7 @@
  * through the T x T score matrix and must agree with them (tests/test_forms.c).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -115,4 +116,85 @@ int REF(simple_gla_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, r
 int REF(gla_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("gla_matrix", d, in, LACS_READS_GK, decayed_matrix_kernel, o, ht);
+}
+
+/* ---- gradients (SPEC.md 4.19) ---- */
+
+/* The adjoint of H2/H4, token by token in reverse. The forward is run again
+ * first, keeping the state before each token (states[t], K x V); then, with dh
+ * the cotangent of h_t (dht to start with):
+ *   o_t = scale h_t^T q_t      dq_t = scale h_t do_t,   dh += scale q_t do_t^T
+ *   h_t = h' + k_t v_t^T       dk_t = dh v_t,           dv_t = dh^T k_t
+ *   h'  = D_t h_{t-1}          dlog[t][c] = sum_j dh[c][j] h'[c][j]   (d exp(x)/dx = exp(x))
+ *                              dh <- D_t dh, the cotangent of h_{t-1}. */
+static int decayed_recurrent_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
+{
+    const int64_t K = s->K, V = s->V, T = s->T;
+    real *states = malloc((size_t)((T + 1) * K * V) * sizeof(real));
+    real *decayed = malloc((size_t)(K * V) * sizeof(real));
+    if (!states || !decayed) {
+        free(states);
+        free(decayed);
+        return LACS_ERR_MEMORY;
+    }
+    for (int64_t t = 0; t < T; t++) { /* the forward, as decayed_recurrent_kernel */
+        memcpy(states + t * K * V, h, (size_t)(K * V) * sizeof(real));
+        for (int64_t c = 0; c < K; c++) {
+            real factor = exp(REFI(log_decay)(s, t, c));
+            for (int64_t j = 0; j < V; j++)
+                h[c * V + j] *= factor;
+        }
+        REFI(state_add_outer)(K, V, h, 1, s->k + t * K, s->v + t * V);
+    }
+    memcpy(states + T * K * V, h, (size_t)(K * V) * sizeof(real));
+    for (int64_t t = T - 1; t >= 0; t--) {
+        const real *q = s->q + t * K, *k = s->k + t * K, *v = s->v + t * V;
+        REFI(readout_adjoint)(K, V, states + (t + 1) * K * V, q, s->scale, dout + t * V, g->dq + t * K, dh);
+        for (int64_t c = 0; c < K; c++)
+            for (int64_t j = 0; j < V; j++) {
+                g->dk[t * K + c] += dh[c * V + j] * v[j];
+                g->dv[t * V + j] += dh[c * V + j] * k[c];
+            }
+        const real *prev = states + t * K * V;
+        for (int64_t c = 0; c < K; c++) {
+            real factor = exp(REFI(log_decay)(s, t, c));
+            for (int64_t j = 0; j < V; j++) {
+                decayed[c * V + j] = prev[c * V + j] * factor; /* h', as the forward computed it */
+                g->dlog[t * K + c] += dh[c * V + j] * decayed[c * V + j];
+                dh[c * V + j] *= factor;
+            }
+        }
+        REFI(state_rounded)(K, V, dh);
+    }
+    REFI(gate_gradient_rounded)(s, g);
+    free(states);
+    free(decayed);
+    return LACS_OK;
+}
+
+static int run_vjp(const char *op, const lacs_dims *d, const lacs_inputs *in, unsigned decay_input,
+                   const lacs_cotangents *ct, const grads_out *gr)
+{
+    int rc = lacs_internal_validate(op, d, in, decay_input, LACS_READS_H0);
+    return rc ? rc : REFI(run_per_head_vjp)(op, d, in, ct, STATE_KV, decayed_recurrent_vjp_kernel, gr);
+}
+
+int REF(linear_attn_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    return run_vjp("linear_attn_vjp", d, in, STATE_NONE, ct, gr);
+}
+
+int REF(retention_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    return run_vjp("retention_vjp", d, in, LACS_READS_G_GAMMA, ct, gr);
+}
+
+int REF(simple_gla_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    return run_vjp("simple_gla_vjp", d, in, LACS_READS_G, ct, gr);
+}
+
+int REF(gla_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    return run_vjp("gla_vjp", d, in, LACS_READS_GK, ct, gr);
 }

@@ -14,6 +14,7 @@
  * solution of S k_j = v_j, j <= t (tests/test_attention.c).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -145,3 +146,4 @@ int REF(mesa_net_parallel)(const lacs_dims *d, const lacs_inputs *in, real *o, r
 {
     return run("mesa_net_parallel", d, in, mesa_parallel_kernel, o, ht, ht_kk);
 }
+

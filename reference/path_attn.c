@@ -16,6 +16,7 @@
  *                        T = (I + (WW^T) (.) (M - I))^{-1}, W's rows sqrt(beta_t) w_t.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -187,4 +188,112 @@ int REF(path_attn_recursive)(const lacs_dims *d, const lacs_inputs *in, real *o)
 int REF(path_attn_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     return run("path_attn_matrix", d, in, path_matrix_kernel, o);
+}
+
+/* ---- gradients (SPEC.md 4.19) ---- */
+
+/* The adjoint of H12. For each key j the logits of column j are the
+ * readouts of a recurrence on one vector, x_j = k_j, x_i = H_i x_{i-1}
+ * (i > j), a_ij = q_i . x_i: the explicit form's product H_i ... H_{j+1} k_j
+ * built once per j. The forward computes every a_ij that way (gate summed
+ * over tau = j+1..i as path_kernel does), the logits l_ij = scale (a_ij + gate),
+ * the softmax and the output; then
+ *   dp_ij = do_i . v_j,  dv_j += p_ij do_i,  dl_i = the softmax's adjoint
+ *   da_ij = scale dl_ij,  dg_tau += scale sum_{j < tau} dl_ij (tau <= i)
+ * and, per j, the recurrence's adjoint from i = T-1 down to j with dx = 0:
+ *   a_ij = q_i . x_i             dx += da_ij q_i,  dq_i += da_ij x_i
+ *   x_i = x_{i-1} - beta_i w_i (w_i . x_{i-1})     (i > j; c = w_i . x_{i-1}, e = w_i . dx)
+ *                                dbeta_i -= e c,  dw_i -= beta_i (c dx + e x_{i-1}),
+ *                                dx <- dx - beta_i e w_i  (H_i is symmetric)
+ *   x_j = k_j                    dk_j += dx. */
+static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
+{
+    (void)h;
+    (void)dh;
+    const int64_t T = s->T, K = s->K, V = s->V;
+    real *L = malloc((size_t)(T * T + 1) * sizeof(real)), *da = malloc((size_t)(T * T + 1) * sizeof(real));
+    real *X = malloc((size_t)(T * K + 1) * sizeof(real)), *dx = malloc((size_t)K * sizeof(real));
+    real *dp = malloc((size_t)(T + 1) * sizeof(real)), *dl = malloc((size_t)(T + 1) * sizeof(real));
+    real *lse = malloc((size_t)(T + 1) * sizeof(real));
+    int rc = L && da && X && dx && dp && dl && lse ? LACS_OK : LACS_ERR_MEMORY;
+    for (int64_t j = 0; j < T && rc == LACS_OK; j++) { /* the logits, column by column */
+        real *x = X + j * K, gate = 0;
+        memcpy(x, s->k + j * K, (size_t)K * sizeof(real));
+        for (int64_t i = j; i < T; i++) {
+            if (i > j) {
+                memcpy(X + i * K, X + (i - 1) * K, (size_t)K * sizeof(real));
+                apply_transition(s, i, X + i * K);
+                gate += s->g ? s->g[i] : 0;
+            }
+            L[i * T + j] = s->scale * (REFI(dot)(K, s->q + i * K, X + i * K) + gate);
+        }
+    }
+    for (int64_t i = 0; i < T && rc == LACS_OK; i++) { /* each row's log-sum-exp, for the gauge's model */
+        real m = -INFINITY, denom = 0;
+        for (int64_t j = 0; j <= i; j++)
+            m = fmax(m, L[i * T + j]);
+        for (int64_t j = 0; j <= i; j++)
+            denom += exp(L[i * T + j] - m);
+        lse[i] = m + log(denom);
+    }
+    if (rc == LACS_OK)
+        REFI(causal_softmax)(T, 0, L); /* L now holds the weights p_ij */
+    for (int64_t i = 0; i < T && rc == LACS_OK; i++) {
+        real *p = L + i * T;
+        const real *doi = dout + i * V;
+        REFI(weights_from_rounded_lse)(i + 1, lse[i], p);
+        for (int64_t j = 0; j <= i; j++) {
+            dp[j] = REFI(dot)(V, doi, s->v + j * V);
+            for (int64_t c = 0; c < V; c++)
+                g->dv[j * V + c] += p[j] * doi[c];
+        }
+        REFI(softmax_adjoint)(i + 1, p, dp, dl);
+        for (int64_t j = 0; j <= i; j++)
+            da[i * T + j] = s->scale * dl[j];
+        REFI(gate_row_adjoint)(i + 1, p, dl, s->scale, g->dlog, K); /* the gate is inside the scale */
+    }
+    for (int64_t j = 0; j < T && rc == LACS_OK; j++) {
+        memcpy(X + j * K, s->k + j * K, (size_t)K * sizeof(real));
+        for (int64_t i = j + 1; i < T; i++) {
+            memcpy(X + i * K, X + (i - 1) * K, (size_t)K * sizeof(real));
+            apply_transition(s, i, X + i * K);
+        }
+        for (int64_t c = 0; c < K; c++)
+            dx[c] = 0;
+        for (int64_t i = T - 1; i >= j; i--) {
+            const real a = da[i * T + j], *q = s->q + i * K;
+            for (int64_t c = 0; c < K; c++) {
+                dx[c] += a * q[c];
+                g->dq[i * K + c] += a * X[i * K + c];
+            }
+            if (i == j)
+                break;
+            const real *w = s->w + i * K, *x_prev = X + (i - 1) * K, beta = s->beta[i];
+            const real c_dot = REFI(dot)(K, w, x_prev), e_dot = REFI(dot)(K, w, dx);
+            g->dbeta[i] -= e_dot * c_dot;
+            for (int64_t c = 0; c < K; c++) {
+                g->dw[i * K + c] -= beta * (c_dot * dx[c] + e_dot * x_prev[c]);
+                dx[c] -= beta * e_dot * w[c];
+            }
+        }
+        for (int64_t c = 0; c < K; c++)
+            g->dk[j * K + c] += dx[c];
+    }
+    free(L);
+    free(da);
+    free(X);
+    free(dx);
+    free(dp);
+    free(dl);
+    free(lse);
+    return rc;
+}
+
+int REF(path_attn_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    int rc = lacs_internal_validate("path_attn_vjp", d, in, LACS_READS_W | LACS_READS_BETA, LACS_READS_G);
+    if (!rc)
+        rc = lacs_internal_check_beta_nonnegative("path_attn_vjp", d, in,
+                                                  "the matrix form absorbs beta as sqrt(beta) w");
+    return rc ? rc : REFI(run_per_head_vjp)("path_attn_vjp", d, in, ct, STATE_NONE, path_vjp_kernel, gr);
 }

@@ -11,6 +11,7 @@
  * above 709, so both forms subtract the row maximum first.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -109,4 +110,68 @@ int REF(fox_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     int rc = validate_fox("fox_matrix", d, in);
     return rc ? rc : REFI(run_per_head)("fox_matrix", d, in, STATE_NONE, softmax_matrix_kernel, o, NULL, NULL);
+}
+
+/* ---- gradients (SPEC.md 4.19) ---- */
+
+/* The adjoint of H1/H10, one query row at a time (the rows are independent).
+ * The forward's logits l_ij and weights p_ij = softmax_j(l_ij) again, then
+ *   o_i = sum_j p_ij v_j           dp_ij = do_i . v_j,  dv_j += p_ij do_i
+ *   p_i = softmax(l_i)             dl_ij = p_ij (dp_ij - sum_m p_im dp_im)
+ *   l_ij = scale q_i . k_j + ...   dq_i += scale dl_ij k_j,  dk_j += scale dl_ij q_i
+ *   ... + sum_{tau=j+1..i} g_tau   dg_tau += sum_{j < tau} dl_ij, for tau <= i
+ * (ALiBi: the same per token, summed into dg_gamma by the driver). */
+static int softmax_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
+{
+    (void)h;
+    (void)dh;
+    const int64_t T = s->T, K = s->K, V = s->V;
+    real *logit = malloc((size_t)(T + 1) * sizeof(real)), *p = malloc((size_t)(T + 1) * sizeof(real));
+    real *dp = malloc((size_t)(T + 1) * sizeof(real)), *dl = malloc((size_t)(T + 1) * sizeof(real));
+    int rc = logit && p && dp && dl ? LACS_OK : LACS_ERR_MEMORY;
+    for (int64_t i = 0; i < T && rc == LACS_OK; i++) {
+        const real *qi = s->q + i * K, *doi = dout + i * V;
+        real log_gamma = 0, m = -INFINITY;
+        for (int64_t j = i; j >= 0; j--) { /* as softmax_kernel */
+            logit[j] = s->scale * REFI(dot)(K, qi, s->k + j * K) + log_gamma;
+            m = fmax(m, logit[j]);
+            log_gamma += REFI(log_decay)(s, j, 0);
+        }
+        real denom = 0;
+        for (int64_t j = 0; j <= i; j++)
+            denom += (p[j] = exp(logit[j] - m));
+        for (int64_t j = 0; j <= i; j++) {
+            p[j] /= denom;
+            dp[j] = REFI(dot)(V, doi, s->v + j * V);
+        }
+        REFI(weights_from_rounded_lse)(i + 1, m + log(denom), p);
+        REFI(softmax_adjoint)(i + 1, p, dp, dl);
+        for (int64_t j = 0; j <= i; j++) {
+            for (int64_t c = 0; c < V; c++)
+                g->dv[j * V + c] += p[j] * doi[c];
+            for (int64_t c = 0; c < K; c++) {
+                g->dq[i * K + c] += s->scale * dl[j] * s->k[j * K + c];
+                g->dk[j * K + c] += s->scale * dl[j] * qi[c];
+            }
+        }
+        REFI(gate_row_adjoint)(i + 1, p, dl, 1, g->dlog, K);
+    }
+    free(logit);
+    free(p);
+    free(dp);
+    free(dl);
+    return rc;
+}
+
+int REF(softmax_attn_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    int rc = lacs_internal_validate("softmax_attn_vjp", d, in, 0, 0);
+    return rc ? rc
+              : REFI(run_per_head_vjp)("softmax_attn_vjp", d, in, ct, STATE_NONE, softmax_vjp_kernel, gr);
+}
+
+int REF(fox_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+{
+    int rc = validate_fox("fox_vjp", d, in);
+    return rc ? rc : REFI(run_per_head_vjp)("fox_vjp", d, in, ct, STATE_NONE, softmax_vjp_kernel, gr);
 }

@@ -272,6 +272,111 @@ Test(catalog, every_row_has_a_reason)
     free(copy);
 }
 
+/* ---- conformance levels (SPEC.md 11.7) ---- */
+
+/* The strict (case, tier) ids of SPEC.md 11.7's table, in catalog order; every other case is required. */
+static const char *const strict_ids[] = {
+    "comba-fp32-strong",
+    "efla-fp32-tiny-k", "efla-bf16-tiny-k", "efla-fp32-tiny-k-extreme", "efla-bf16-tiny-k-extreme",
+    "rmsnorm-fp32-specials", "rmsnorm-bf16-specials",
+    "dyt-bf16-all-bf16-a0.5", "dyt-bf16-all-bf16-a2", "dyt-fp32-specials", "dyt-bf16-specials",
+    "dyt_vjp-fp32-saturated", "dyt_vjp-bf16-saturated",
+    "dyisru-bf16-all-bf16-c1", "dyisru-bf16-all-bf16-c0.01", "dyisru-fp32-specials", "dyisru-bf16-specials",
+    "softcap-bf16-all-bf16-cap30", "softcap-bf16-all-bf16-cap1", "softcap-fp32-specials", "softcap-bf16-specials",
+};
+
+/* Whether the strict (core) cases of `cases` are exactly strict_ids, each with a reason; *problem says
+ * otherwise. */
+static int strict_cases_are_the_table(const lacs_case *cases, size_t n)
+{
+    const size_t n_strict = sizeof strict_ids / sizeof strict_ids[0];
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int t = 0; t < 2; t++) {
+            const lacs_tier_mask tier = t == 0 ? LACS_TIER_FP32 : LACS_TIER_BF16;
+            if (!(cases[i].tiers & tier) || cases[i].set != LACS_SET_CORE)
+                continue;
+            char id[160];
+            snprintf(id, sizeof id, "%s-%s-%s", cases[i].op, t == 0 ? "fp32" : "bf16", cases[i].name);
+            const char *reason = NULL;
+            const int strict = lacs_case_is_strict(&cases[i], tier, &reason);
+            int listed = 0;
+            for (size_t k = 0; k < n_strict && !listed; k++)
+                listed = strcmp(strict_ids[k], id) == 0;
+            if (strict != listed) {
+                snprintf(problem, sizeof problem, "%s is %s", id, strict ? "strict but not listed" : "listed, not strict");
+                return 0;
+            }
+            if (strict && !(reason && strlen(reason) > 40)) {
+                snprintf(problem, sizeof problem, "%s: strict without its reason", id);
+                return 0;
+            }
+            found += strict;
+        }
+    if (found != n_strict) { /* a listed id that names no case: which one */
+        for (size_t k = 0; k < n_strict; k++) {
+            int exists = 0;
+            for (size_t i = 0; i < n && !exists; i++) {
+                char id[160];
+                for (int t = 0; t < 2 && !exists; t++) {
+                    snprintf(id, sizeof id, "%s-%s-%s", cases[i].op, t == 0 ? "fp32" : "bf16", cases[i].name);
+                    exists = strcmp(id, strict_ids[k]) == 0;
+                }
+            }
+            if (!exists) {
+                snprintf(problem, sizeof problem, "%s is listed and names no case", strict_ids[k]);
+                return 0;
+            }
+        }
+        snprintf(problem, sizeof problem, "%zu strict cases, %zu listed", found, n_strict);
+        return 0;
+    }
+    return 1;
+}
+
+Test(levels, the_strict_cases_are_the_table_of_spec_11_7)
+{
+    size_t n;
+    const lacs_case *cases = lacs_catalog(&n);
+    cr_assert(strict_cases_are_the_table(cases, n), "%s", problem);
+    /* the wrong thing: a strict row renamed (a typo in the level table would do the same) is required */
+    lacs_case *copy = catalog_copy(&n);
+    find_in(copy, n, "comba", "strong")->name = "strong2";
+    cr_assert_not(strict_cases_are_the_table(copy, n));
+    cr_assert(strstr(problem, "comba-fp32-strong"), "%s", problem);
+    free(copy);
+}
+
+static void build(const lacs_case *c, lacs_tier_mask tier, lacs_golden *g); /* the golden builder, below */
+
+Test(levels, the_metadata_says_the_level_and_a_strict_case_its_reason)
+{
+    struct {
+        const char *op, *name;
+        lacs_tier_mask tier;
+        const char *level;
+    } want[] = {
+        {"comba", "strong", LACS_TIER_FP32, "strict"},
+        {"comba", "strong", LACS_TIER_BF16, "required"},
+        {"dyt", "specials", LACS_TIER_BF16, "strict"},
+        {"dyt", "basic", LACS_TIER_FP32, "required"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        lacs_golden g;
+        build(find_case(want[i].op, want[i].name), want[i].tier, &g);
+        cJSON *root = cJSON_Parse(g.metadata);
+        const cJSON *level = cJSON_GetObjectItemCaseSensitive(root, "level");
+        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(root, "level_reason");
+        cr_assert(cJSON_IsString(level) && strcmp(level->valuestring, want[i].level) == 0, "%s: level", g.id);
+        if (strcmp(want[i].level, "strict") == 0)
+            cr_assert(cJSON_IsString(reason) && strlen(reason->valuestring) > 40, "%s: no level_reason", g.id);
+        else
+            cr_assert_null(reason, "%s: a required case with a level_reason", g.id);
+        cJSON_Delete(root);
+        lacs_golden_free(&g);
+    }
+}
+
 /* ---- coverage ---- */
 
 typedef int (*case_pred)(const lacs_case *c, const void *arg);
@@ -1283,7 +1388,8 @@ Test(state_carry, the_second_part_from_ht_split_continues_the_sequence)
     const lacs_case *cases = lacs_catalog(&n);
     int checked = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!lacs_word_in_list(cases[i].flags, "StateCarry") || cases[i].set != LACS_SET_CORE)
+        if (!lacs_word_in_list(cases[i].flags, "StateCarry") || cases[i].set != LACS_SET_CORE ||
+            lacs_op_find(cases[i].op)->family == LACS_FAMILY_VJP)
             continue;
         for (int tier = LACS_TIER_FP32; tier <= LACS_TIER_BF16; tier++) {
             lacs_golden g;
@@ -1305,6 +1411,122 @@ Test(state_carry, the_second_part_from_ht_split_continues_the_sequence)
         }
     }
     cr_assert_geq(checked, 2 * 2 * 10, "carry37 and carry64 of 10 stateful ops, 2 tiers");
+}
+
+/* The VJP's state carry (SPEC.md 11.5): the first part's VJP, run with
+ * dht = expected.dh_split, gives the whole sequence's gradients of its tokens
+ * (and dh0): dh_split is the cotangent of the state at the split. */
+static double vjp_first_part_error(const lacs_golden *g, const lacs_case *c, int zero_dht)
+{
+    const int64_t split = c->split;
+    lacs_tensor in[24];
+    int64_t shapes[24][4];
+    void *owned[24] = {0};
+    int n = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const lacs_tensor *t = &g->tensors[i];
+        if (strcmp(t->name, "dht") == 0)
+            continue; /* replaced below */
+        in[n] = *t;
+        if (per_token(t->name) || strcmp(t->name, "do") == 0) {
+            int64_t inner = 1;
+            for (int d = 2; d < t->ndim; d++)
+                inner *= t->shape[d];
+            const size_t esize = lacs_dtype_size(t->dtype);
+            unsigned char *data = malloc((size_t)(t->shape[0] * split * inner) * esize + 1);
+            for (int64_t b = 0; b < t->shape[0]; b++)
+                memcpy(data + (size_t)(b * split * inner) * esize,
+                       (const unsigned char *)t->data + (size_t)(b * t->shape[1] * inner) * esize,
+                       (size_t)(split * inner) * esize);
+            memcpy(shapes[n], t->shape, (size_t)t->ndim * sizeof(int64_t));
+            shapes[n][1] = split;
+            in[n].shape = shapes[n];
+            in[n].data = data;
+            owned[n] = data;
+        }
+        n++;
+    }
+    const lacs_tensor *dh_split = lacs_golden_find(g, "expected.dh_split");
+    cr_assert_not_null(dh_split, "%s: no expected.dh_split", g->id);
+    in[n] = *dh_split;
+    in[n].name = "dht";
+    if (zero_dht)
+        in[n].data = owned[n] = calloc(tensor_bytes(dh_split) + 1, 1);
+    n++;
+    lacs_param params[8];
+    char names[8][32];
+    const int n_params = metadata_params(g, params, names, 8);
+    lacs_output_shape sh[LACS_OPS_MAX_OUTPUTS];
+    int n_sh;
+    cr_assert_eq(lacs_reference_output_shapes(c->op, in, n, sh, &n_sh), LACS_OK, "%s", lacs_last_error());
+    lacs_tensor outs[LACS_OPS_MAX_OUTPUTS];
+    for (int s = 0; s < n_sh; s++) {
+        int64_t count = 1;
+        for (int d = 0; d < sh[s].ndim; d++)
+            count *= sh[s].shape[d];
+        outs[s] = (lacs_tensor){sh[s].name, LACS_F64, sh[s].ndim, sh[s].shape, calloc((size_t)count + 1, 8)};
+    }
+    cr_assert_eq(lacs_reference_run(c->op, in, n, params, n_params, outs, n_sh, 0), LACS_OK, "%s",
+                 lacs_last_error());
+    double worst = 0;
+    for (int s = 0; s < n_sh; s++) {
+        char full[48];
+        snprintf(full, sizeof full, "expected.%s", sh[s].name);
+        const lacs_tensor *e = lacs_golden_find(g, full);
+        cr_assert_not_null(e, "%s", full);
+        int64_t count = 1, rows = 1;
+        for (int d = 0; d < sh[s].ndim; d++)
+            count *= sh[s].shape[d];
+        double *want = malloc((size_t)count * sizeof(double));
+        if (lacs_vjp_output_is_per_token(sh[s].name)) { /* the first split tokens of each batch row */
+            rows = e->shape[0];
+            const int64_t inner = count / (rows * split);
+            for (int64_t b = 0; b < rows; b++)
+                memcpy(want + b * split * inner, (const double *)e->data + b * e->shape[1] * inner,
+                       (size_t)(split * inner) * sizeof(double));
+        } else if (strcmp(sh[s].name, "dh0") == 0) {
+            memcpy(want, e->data, (size_t)count * sizeof(double));
+        } else { /* a sum over every token (dg_gamma): the first part holds only its share */
+            free(want);
+            free(outs[s].data);
+            continue;
+        }
+        const double err = lacs_normwise_error(outs[s].data, want, 1, 1, 1, count, NULL, 0, NULL);
+        worst = isnan(err) || err > worst ? err : worst;
+        free(want);
+        free(outs[s].data);
+    }
+    for (int i = 0; i < n; i++)
+        free(owned[i]);
+    return worst;
+}
+
+Test(state_carry, the_vjps_first_part_from_dh_split_gives_the_whole_gradient)
+{
+    size_t n;
+    const lacs_case *cases = lacs_catalog(&n);
+    int checked = 0;
+    double worst = 0, weakest = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        if (!lacs_word_in_list(cases[i].flags, "StateCarry") || cases[i].set != LACS_SET_CORE ||
+            lacs_op_find(cases[i].op)->family != LACS_FAMILY_VJP)
+            continue;
+        for (int tier = LACS_TIER_FP32; tier <= LACS_TIER_BF16; tier++) {
+            lacs_golden g;
+            build(&cases[i], (lacs_tier_mask)tier, &g);
+            const double err = vjp_first_part_error(&g, &cases[i], 0);
+            cr_assert_leq(err, LONG_DOUBLE_BOUND, "%s: the first part from dh_split differs by %g", g.id, err);
+            /* the wrong thing: the first part without the carried cotangent */
+            const double wrong = vjp_first_part_error(&g, &cases[i], 1);
+            cr_assert_gt(wrong, WRONG_BY_AT_LEAST, "%s: dht = 0 differs by only %g", g.id, wrong);
+            worst = fmax(worst, err);
+            weakest = fmin(weakest, wrong);
+            lacs_golden_free(&g);
+            checked++;
+        }
+    }
+    cr_log_info("VJP state carry: first part from dh_split %.3g; from dht = 0 at least %.3g", worst, weakest);
+    cr_assert_geq(checked, 2 * 2 * 8, "carry37 and carry64 of 8 recurrent VJPs, 2 tiers");
 }
 
 /* ---- certification ---- */
@@ -1426,4 +1648,124 @@ Test(prng, named_streams)
     cr_assert_eq(lacs_fnv1a64(""), 0xcbf29ce484222325ull);
     cr_assert_eq(lacs_fnv1a64("a"), 0xaf63dc4c8601ec8cull);
     cr_assert_neq(lacs_fnv1a64("b"), 0xaf63dc4c8601ec8cull);
+}
+
+/* ---- the gradients' cases (SPEC.md 4.19, 10.5) ---- */
+
+static int with_cotangent_of_the_state(const lacs_case *c, const void *arg)
+{
+    (void)arg;
+    char r[64];
+    return recipe_of(c, "dht", r, sizeof r) && recipe_of(c, "h0", r, sizeof r) &&
+           lacs_word_in_list(c->flags, "StateCotangent");
+}
+static int gradient_flagged(const lacs_case *c, const void *arg)
+{
+    (void)arg;
+    char r[64];
+    return lacs_word_in_list(c->flags, "Gradient") && recipe_of(c, "do", r, sizeof r);
+}
+
+/* Every VJP of an op on sequences, in the core set in both tiers: the chunk
+ * boundaries, GVA, a custom scale, varlen with empty and one-token
+ * sequences; the stateful ones h0 with dht and a state carry; and the gate
+ * and beta cases the issue asks for. A doctored catalog fails each. */
+static int vjp_coverage(const lacs_case *cases, size_t n)
+{
+    int n_ops;
+    const lacs_op_info *ops = lacs_ops(&n_ops);
+    const int64_t Ts[] = {1, 64, 65, 129}, two = 2;
+    int vjps = 0;
+    for (int o = 0; o < n_ops; o++) {
+        if (ops[o].family != LACS_FAMILY_VJP)
+            continue;
+        vjps++;
+        const char *op = ops[o].name;
+        const int stateful = lacs_op_forward(&ops[o])->family != LACS_FAMILY_ATTENTION;
+        struct {
+            case_pred pred;
+            const void *arg;
+            const char *what;
+            int needed;
+        } reqs[] = {
+            {with_T, &Ts[0], "T = 1", 1},           {with_T, &Ts[1], "T = 64", 1},
+            {with_T, &Ts[2], "T = 65", 1},          {with_T, &Ts[3], "T = 129", 1},
+            {with_groups, &two, "HV = 2H", 1},      {with_empty_and_single, NULL, "varlen with empty sequences", 1},
+            {gradient_flagged, NULL, "the Gradient flag and a do", 1},
+            {with_cotangent_of_the_state, NULL, "h0 with dht", stateful},
+            {state_carry, NULL, "a state carry", stateful},
+        };
+        for (size_t r = 0; r < sizeof reqs / sizeof reqs[0]; r++)
+            if (reqs[r].needed && !covered(cases, n, op, LACS_TIER_BOTH, reqs[r].pred, reqs[r].arg)) {
+                snprintf(problem, sizeof problem, "%s: no core case with %s in both tiers", op, reqs[r].what);
+                return 0;
+            }
+        int custom_scale = 0;
+        for (size_t i = 0; i < n; i++)
+            custom_scale |= strcmp(cases[i].op, op) == 0 && cases[i].params && strstr(cases[i].params, "scale=") &&
+                            cases[i].set == LACS_SET_CORE;
+        if (!custom_scale) {
+            snprintf(problem, sizeof problem, "%s: no core case with a custom scale", op);
+            return 0;
+        }
+    }
+    static const struct {
+        const char *op;
+        flag_req req;
+    } flags[] = {
+        {"gated_delta_rule_vjp", {"ZeroGate", gate_zero, NULL}},
+        {"gated_delta_rule_vjp", {"StrongDecay", gate_strong, NULL}},
+        {"gated_delta_rule_vjp", {"MixedGate", gate_mixed, NULL}},
+        {"gated_delta_rule_vjp", {"BetaNearTwo", beta_near_two, NULL}},
+        {"gated_delta_rule_vjp", {"LongSequence", NULL, NULL}},
+        {"delta_rule_vjp", {"BetaZero", beta_is_zero, NULL}},
+        {"delta_rule_vjp", {"BetaNearTwo", beta_near_two_unit, "UnnormalizedKeys"}},
+        {"delta_rule_vjp", {"BetaNearTwo", beta_near_two_raw, NULL}},
+        {"simple_gla_vjp", {"StrongDecay", gate_strong, NULL}},
+        {"simple_gla_vjp", {"MixedGate", gate_mixed, NULL}},
+        {"gla_vjp", {"MixedGate", gate_mixed, NULL}},
+        {"comba_vjp", {"StrongDecay", gate_strong, NULL}},
+        {"efla_vjp", {"TinyKeyNorm", keys_tiny, NULL}},
+        {"efla_vjp", {"LargeKeyNorm", keys_large, NULL}},
+        {"softmax_attn_vjp", {"LargeLogits", logits_large, NULL}},
+        {"fox_vjp", {"StrongDecay", gate_strong, NULL}},
+        {"fox_vjp", {"MixedGate", gate_mixed, NULL}},
+        {"fox_vjp", {"LongSequence", NULL, NULL}},
+        {"fox_vjp", {"ALiBi", NULL, NULL}},
+        {"path_attn_vjp", {"BetaNearTwo", beta_near_two, NULL}},
+        {"path_attn_vjp", {"HouseholderEqualsKey", w_is_k, NULL}},
+        {"deltaformer_vjp", {"CoupledKeys", keys_coupled, NULL}},
+    };
+    for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++)
+        if (!covered(cases, n, flags[f].op, LACS_TIER_BOTH, flagged, &flags[f].req)) {
+            snprintf(problem, sizeof problem, "%s: no core case flagged %s", flags[f].op, flags[f].req.flag);
+            return 0;
+        }
+    if (vjps < 12) {
+        snprintf(problem, sizeof problem, "%d VJPs of ops on sequences, expected 12", vjps);
+        return 0;
+    }
+    return 1;
+}
+
+Test(catalog_coverage, every_vjp_carries_the_forwards_flags)
+{
+    size_t n;
+    const lacs_case *cases = lacs_catalog(&n);
+    cr_assert(vjp_coverage(cases, n), "%s", problem);
+    /* the wrong things: a catalog without gla_vjp's varlen case, without
+     * comba_vjp's state carry, without fox_vjp's long case */
+    const struct {
+        const char *op, *name, *expect;
+    } drops[] = {{"gla_vjp", "varlen", "gla_vjp"}, {"comba_vjp", "carry37", NULL}, {"fox_vjp", "t512", "LongSequence"}};
+    for (size_t d = 0; d < sizeof drops / sizeof drops[0]; d++) {
+        lacs_case *copy = catalog_copy(&n);
+        lacs_case *c = find_in(copy, n, drops[d].op, drops[d].name);
+        c->set = LACS_SET_FULL;
+        if (!drops[d].expect) /* both carries must go for the state carry to be missing */
+            find_in(copy, n, drops[d].op, "carry64")->set = LACS_SET_FULL;
+        cr_assert_not(vjp_coverage(copy, n), "without %s/%s", drops[d].op, drops[d].name);
+        cr_assert(strstr(problem, drops[d].op), "%s", problem);
+        free(copy);
+    }
 }

@@ -16,11 +16,12 @@ LACS=$BUILD/lacs
 OPS=delta_rule,gated_delta_rule,efla,path_attn,rmsnorm,rmsnorm_vjp,dyt,dyt_vjp,dyisru,dyisru_vjp
 status=0
 
-# Checks a run's report: a summary line "N passed, 0 failed, S skipped" where every skip is a gk case.
+# Checks a run's report: a summary line "N passed, 0 failed, S skipped" where every skip is a gk case
+# (the line before the verdict's closing line: found by its pattern).
 expect_pass() {
     local what=$1 report=$2 rc=$3
     local summary
-    summary=$(tail -n 1 "$report")
+    summary=$(grep -E '^[0-9]+ passed, ' "$report")
     echo "  $summary"
     if [ "$rc" -ne 0 ] || ! grep -q " 0 failed," <<<"$summary"; then
         echo "test-cuda: $what: every case must pass" >&2
@@ -60,7 +61,7 @@ echo "test-cuda: the mutant (state in bf16 between chunks) must be rejected"
 LACS_CUDA_LIBRARY=$BUILD/liblacs_cuda_mutant.so $LACS check --impl builtin:cuda --op delta_rule,gated_delta_rule,efla \
     >"$report" 2>&1
 rc=$?
-summary=$(tail -n 1 "$report")
+summary=$(grep -E '^[0-9]+ passed, ' "$report")
 echo "  $summary"
 if [ "$rc" -eq 0 ] || grep -q " 0 failed," <<<"$summary"; then
     echo "test-cuda: the mutant passed: the vectors cannot tell a bf16 state from an fp32 one" >&2

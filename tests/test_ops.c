@@ -31,6 +31,7 @@
 typedef struct {
     lacs_dims d;
     lacs_inputs in;
+    lacs_cotangents ct;
     const double *x, *dy, *weight, *bias;
     double alpha, C, eps, cap;
     int64_t rows, dim;
@@ -125,6 +126,49 @@ static int d_l2norm_vjp(const call *c, double *const *o)
 {
     return lacs_ref_l2norm_vjp(c->x, c->dy, c->rows, c->dim, c->eps, c->convention, o[0]);
 }
+/* The VJPs of the ops on sequences (SPEC.md 4.19): their gradients by name,
+ * from the slots of the op's outputs list. */
+static lacs_ref_grads grads_of(const char *op, double *const *o)
+{
+    const char *list = lacs_op_find(op)->outputs, *names[] = {"dq", "dk", "dv", "dbeta", "dg", "dgk", "dg_gamma",
+                                                              "dh0", "dw"};
+    double *slot[9] = {0};
+    for (int n = 0; n < 9; n++) {
+        int index = 0;
+        for (const char *p = list; *p;) {
+            const size_t len = strcspn(p, " ");
+            if (len == strlen(names[n]) && strncmp(p, names[n], len) == 0)
+                slot[n] = o[index];
+            index++;
+            p += len + (p[len] == ' ');
+        }
+    }
+    return (lacs_ref_grads){.dq = slot[0], .dk = slot[1], .dv = slot[2], .dbeta = slot[3], .dg = slot[4],
+                            .dgk = slot[5], .dg_gamma = slot[6], .dh0 = slot[7], .dw = slot[8]};
+}
+#define DIRECT_VJP(NAME)                                                                                         \
+    static int d_##NAME##_vjp(const call *c, double *const *o)                                                   \
+    {                                                                                                            \
+        lacs_ref_grads g = grads_of(#NAME "_vjp", o);                                                            \
+        return lacs_ref_##NAME##_vjp(&c->d, &c->in, &c->ct, &g);                                                 \
+    }
+DIRECT_VJP(linear_attn)
+DIRECT_VJP(retention)
+DIRECT_VJP(simple_gla)
+DIRECT_VJP(gla)
+DIRECT_VJP(delta_rule)
+DIRECT_VJP(gated_delta_rule)
+DIRECT_VJP(comba)
+DIRECT_VJP(efla)
+DIRECT_VJP(softmax_attn)
+DIRECT_VJP(fox)
+DIRECT_VJP(path_attn)
+static int d_deltaformer_vjp(const call *c, double *const *o)
+{
+    lacs_ref_grads g = grads_of("deltaformer_vjp", o);
+    return lacs_ref_deltaformer_vjp(&c->d, &c->in, c->form, &c->ct, &g);
+}
+
 /* Not in the table: PaTH's primary (explicit) form, a different function. */
 static int d_path_attn_explicit(const call *c, double *const *o)
 {
@@ -164,6 +208,18 @@ static const struct {
     {"softcap_vjp", "lacs_ref_softcap_vjp", d_softcap_vjp, "", ""},
     {"l2norm", "lacs_ref_l2norm", d_l2norm, "", ""},
     {"l2norm_vjp", "lacs_ref_l2norm_vjp", d_l2norm_vjp, "", ""},
+    {"linear_attn_vjp", "lacs_ref_linear_attn_vjp", d_linear_attn_vjp, "", ""},
+    {"retention_vjp", "lacs_ref_retention_vjp", d_retention_vjp, "", ""},
+    {"simple_gla_vjp", "lacs_ref_simple_gla_vjp", d_simple_gla_vjp, "", ""},
+    {"gla_vjp", "lacs_ref_gla_vjp", d_gla_vjp, "", ""},
+    {"delta_rule_vjp", "lacs_ref_delta_rule_vjp", d_delta_rule_vjp, "", ""},
+    {"gated_delta_rule_vjp", "lacs_ref_gated_delta_rule_vjp", d_gated_delta_rule_vjp, "g", "gk"},
+    {"comba_vjp", "lacs_ref_comba_vjp", d_comba_vjp, "", ""},
+    {"efla_vjp", "lacs_ref_efla_vjp", d_efla_vjp, "", ""},
+    {"softmax_attn_vjp", "lacs_ref_softmax_attn_vjp", d_softmax_attn_vjp, "", ""},
+    {"fox_vjp", "lacs_ref_fox_vjp", d_fox_vjp, "g", "g_gamma"},
+    {"deltaformer_vjp", "lacs_ref_deltaformer_vjp", d_deltaformer_vjp, "", ""},
+    {"path_attn_vjp", "lacs_ref_path_attn_vjp", d_path_attn_vjp, "", ""},
 };
 enum { N_DIRECTS = sizeof directs / sizeof directs[0] };
 
@@ -216,7 +272,8 @@ static int shape_of(const input_set *s, const char *name, int64_t *shape)
         {"h0_kk", 4, {n_seqs, s->HV, s->K, s->K}}, {"x", 2, {s->rows, s->dim, 0, 0}},
         {"dy", 2, {s->rows, s->dim, 0, 0}}, {"weight", 1, {s->dim, 0, 0, 0}},
         {"bias", 1, {s->dim, 0, 0, 0}}, {"alpha", 1, {1, 0, 0, 0}}, {"C", 1, {1, 0, 0, 0}},
-        {"cu_seqlens", 1, {s->N + 1, 0, 0, 0}},
+        {"cu_seqlens", 1, {s->N + 1, 0, 0, 0}}, {"do", 4, {s->B, s->T, s->HV, s->V}},
+        {"dht", 4, {n_seqs, s->HV, s->K, s->V}},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].name, name) == 0) {
@@ -400,6 +457,8 @@ static call bind(const input_set *s, const lacs_param *params, int n_params)
         else if (strcmp(n, "w") == 0) c.in.w = v;
         else if (strcmp(n, "lambda") == 0) c.in.lambda = v;
         else if (strcmp(n, "h0_kk") == 0) c.in.h0_kk = v;
+        else if (strcmp(n, "do") == 0) c.ct.dout = v;
+        else if (strcmp(n, "dht") == 0) c.ct.dht = v;
         else if (strcmp(n, "x") == 0) c.x = v;
         else if (strcmp(n, "dy") == 0) c.dy = v;
         else if (strcmp(n, "weight") == 0) c.weight = v;
@@ -1222,7 +1281,7 @@ Test(ops_shapes, states_by_family)
     int n, count;
     const lacs_op_info *ops = lacs_ops(&count);
     for (int i = 0; i < count; i++) {
-        if (ops[i].family == LACS_FAMILY_NORM)
+        if (ops[i].family == LACS_FAMILY_NORM || ops[i].family == LACS_FAMILY_VJP)
             continue;
         for (int varlen = 0; varlen <= 1; varlen++) {
             make_inputs(&s, &ops[i], 1, varlen, 1); /* B = 2 (fixed) or N = 3 (varlen), HV 2, K 4, V 3 */
@@ -1261,4 +1320,55 @@ Test(ops_shapes, varlen_state_has_one_row_per_sequence)
         shapes_of(info->name, &s, sh, &n);
         expect_shape(named(sh, n, "ht"), 4, len - 1, 2, 4, 3);
     }
+}
+
+/* The VJPs of the ops on sequences (SPEC.md 4.19): d<x> for each input x
+ * given, with x's shape, in the order of the op's outputs; none for an input
+ * not given (dgk without gk, dh0 without h0), none for the cotangents. */
+Test(ops_shapes, a_gradient_for_each_input_given)
+{
+    static input_set s;
+    lacs_output_shape sh[LACS_OPS_MAX_OUTPUTS];
+    int n;
+    const lacs_op_info *info = lacs_op_find("gated_delta_rule_vjp");
+    cr_assert_eq(lacs_op_forward(info), lacs_op_find("gated_delta_rule"));
+    cr_assert_null(lacs_op_forward(lacs_op_find("gated_delta_rule")));
+    cr_assert_null(lacs_op_forward(lacs_op_find("dyt_vjp")), "a norm's VJP is not an op on sequences' VJP");
+    make_inputs(&s, info, 1, 0, 1); /* q k v beta do g h0 dht */
+    shapes_of(info->name, &s, sh, &n);
+    const char *want[] = {"dq", "dk", "dv", "dbeta", "dg", "dh0"};
+    cr_assert_eq(n, 6);
+    for (int i = 0; i < n; i++) {
+        cr_assert_str_eq(sh[i].name, want[i]);
+        const tin *x = find_tin(&s, want[i] + 1);
+        cr_assert_not_null(x);
+        cr_assert_eq(sh[i].ndim, x->ndim, "%s", want[i]);
+        for (int d = 0; d < x->ndim; d++)
+            cr_assert_eq(sh[i].shape[d], x->shape[d], "%s", want[i]);
+    }
+    cr_assert_null(named(sh, n, "dgk"));
+    cr_assert_null(named(sh, n, "ddo"));
+    cr_assert_null(named(sh, n, "ddht"));
+    make_inputs(&s, info, 0, 0, 1); /* q k v beta do g: no h0, no dh0 */
+    shapes_of(info->name, &s, sh, &n);
+    cr_assert_eq(n, 5);
+    cr_assert_null(named(sh, n, "dh0"));
+}
+
+Test(ops_errors, a_vjp_without_its_cotangent)
+{
+    static input_set s;
+    static output_set o;
+    const lacs_op_info *info = lacs_op_find("delta_rule_vjp");
+    make_inputs(&s, info, 1, 0, 2);
+    lacs_tensor *in = views(&s, LACS_F32);
+    make_outputs(&o, info->name, in, s.n, LACS_F64);
+    cr_assert_eq(lacs_reference_run(info->name, in, s.n, NULL, 0, o.view, o.n, 0), LACS_OK, "%s", lacs_last_error());
+    /* the wrong thing: `do` left out */
+    int kept = 0;
+    for (int i = 0; i < s.n; i++)
+        if (strcmp(in[i].name, "do") != 0)
+            in[kept++] = in[i];
+    expect_error(lacs_reference_run(info->name, in, kept, NULL, 0, o.view, o.n, 0), LACS_ERR_INPUT, "delta_rule_vjp",
+                 "'do' is required");
 }

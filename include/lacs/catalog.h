@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LACS_GENERATOR_VERSION "2"
+#define LACS_GENERATOR_VERSION "3"
 /* The largest normwise difference allowed between a golden and its long
  * double recomputation (SPEC.md 10.4). */
 #define LACS_CERTIFY_BOUND 1e-12
@@ -43,6 +43,11 @@ typedef struct {
 } lacs_case;
 
 const lacs_case *lacs_catalog(size_t *count);
+
+/* The conformance level of case `c` in `tier` (SPEC.md 11.7): 1 if it is
+ * strict there (a stronger requirement than the tier's; *reason says which),
+ * 0 if required (*reason NULL). The strict cases are one table in catalog.c. */
+int lacs_case_is_strict(const lacs_case *c, lacs_tier_mask tier, const char **reason);
 
 /* The flags of SPEC.md 10.5, each with the bug it catches. */
 typedef struct {

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lacs/gauge.h"
 #include "lacs/plugin.h"
 #include "lacs/safetensors.h"
 
@@ -26,17 +27,16 @@ extern "C" {
 #define LACS_CHECK_MAX_OUTPUTS 8
 #define LACS_CHECK_MAX_PARAMS 16
 
-#define LACS_TOLERANCE_MODEL "lacs-tolerance/1"
 
 /* The tolerance of one vector (SPEC.md 11.3), as stored in its metadata. */
 typedef struct {
-    char model[32];            /* LACS_TOLERANCE_MODEL (or "provisional-normwise/1": generator 1, no gauges) */
+    char model[32];            /* LACS_TOLERANCE_MODEL (lacs_vector_load refuses generator 1's "provisional-normwise/1") */
     double unit_roundoff;      /* u: 2^-24 (fp32), 2^-8 (bf16) */
     double normwise_factor;    /* c_n: a block passes if ||x - y||_F <= c_n u L ||g||_F */
     double elementwise_factor; /* c_e: an element passes if |x - y| <= c_e u L (g + floor) */
     double floor_fraction;     /* floor = floor_fraction * RMS of g over the element's block */
     double underflow;          /* eta: half the tier's smallest subnormal, 2^-150 (fp32) or 2^-134 (bf16) */
-    double provisional;        /* the bound of "provisional-normwise/1" (normwise relative error) */
+    double provisional;        /* unused: the bound of generator 1's model, which is no longer accepted */
 } lacs_tolerance;
 
 /* How an output's elements are grouped into blocks (SPEC.md 11.2): the
@@ -90,14 +90,38 @@ typedef struct {
     int n_owned;
 } lacs_vector;
 
-/* Loads `path`. LACS_ERR_IO (cannot read), LACS_ERR_FORMAT (malformed file,
- * or metadata without what the checker needs, naming the field); the message
- * in lacs_last_error() starts with the path. On error *v is safe to free. */
-int lacs_vector_load(const char *path, lacs_vector *v);
+/* Loads `path` and validates it as a vector (SPEC.md 10.2): LACS_ERR_IO
+ * (cannot read, not a regular file), LACS_ERR_FORMAT with lacs_last_error() =
+ * "<path>: <kind>: <detail>", the reader's kinds or the vector layer's:
+ *   hash       its SHA-256 is not `sha256` (the manifest's; NULL: not checked)
+ *   metadata   a field is missing or wrong (format, id, op, tier, level, dims,
+ *              params, split, outputs: every golden listed, exactly once)
+ *   tensor     an input, golden or gauge is missing, of the wrong dtype or
+ *              shape, or invalid (cu_seqlens; a gauge not finite, negative,
+ *              or smaller than its golden)
+ *   tolerance  the tolerance object does not state its model's constants, or
+ *              names a model this checker refuses or does not know (SPEC.md 11.3)
+ * On error *v is safe to free. */
+int lacs_vector_load_verified(const char *path, const char *sha256, lacs_vector *v);
+int lacs_vector_load(const char *path, lacs_vector *v); /* sha256 NULL */
 void lacs_vector_free(lacs_vector *v);
 /* For ctypes: the same, on the heap (NULL on error, lacs_last_error() set). */
+lacs_vector *lacs_vector_open_verified(const char *path, const char *sha256);
 lacs_vector *lacs_vector_open(const char *path);
 void lacs_vector_close(lacs_vector *v);
+
+/* What a vector holds, for callers without the struct (the Python harness):
+ * counts and items of its inputs, goldens (F64, names without "expected.")
+ * and parameters; its text fields ("id", "op", "tier", "flags", "reason",
+ * "level_reason", "path", "sha256", "tolerance_model"; NULL for another). */
+enum { LACS_VECTOR_INPUTS = 0, LACS_VECTOR_GOLDENS = 1, LACS_VECTOR_PARAMS = 2 };
+int lacs_vector_count(const lacs_vector *v, int which);
+int lacs_vector_tensor(const lacs_vector *v, int which, int i, lacs_tensor *t);
+int lacs_vector_param(const lacs_vector *v, int i, lacs_param *p);
+const char *lacs_vector_text(const lacs_vector *v, const char *field);
+/* The conformance level (SPEC.md 11.7): 1 strict, 0 required. The one
+ * accessor the checker's verdicts read it through. */
+int lacs_vector_is_strict(const lacs_vector *v);
 
 /* The result for one output. */
 typedef struct {
@@ -124,21 +148,33 @@ typedef int (*lacs_impl_fn)(void *context, const char *op, const lacs_tensor *in
                             const lacs_param *params, int n_params, lacs_tensor *outputs, int n_outputs);
 
 /* THE way to check an implementation on one case (the CLI, the zoo runner and
- * the Python harness all use it): allocates F32 outputs with the goldens'
- * names and shapes (zero-filled), calls `impl` with v's inputs and parameters,
- * and compares (lacs_check_outputs). A state-carry case (parameter `split`,
- * golden ht_split; SPEC.md 10.5) is run as the user of a kernel would resume
- * it: impl on the first `split` tokens (its ht compared with ht_split), then
- * on the rest with h0 = the ht it returned; o is the two parts joined. The
- * parameter `split` itself is not passed to impl.
+ * the Python harness all use it; SPEC.md 11.5): hands `impl` v's inputs and
+ * parameters and F32 outputs with the goldens' names and shapes (zero-filled),
+ * then compares (lacs_check_outputs). Every buffer impl sees is a copy of its
+ * own, in a mapping between two inaccessible guard pages, the slack beside
+ * the data filled with a canary: the inputs are read-only (but the initial
+ * states h0 and h0_kk, which the implementation may update in place), and a
+ * write past the end or before the start of an output or an initial state
+ * fails the case, naming it. A state-carry case (parameter `split`, golden
+ * ht_split; SPEC.md 10.5) is run as the user of a kernel would resume it:
+ * impl on the first `split` tokens (its ht compared with ht_split), then on
+ * the rest with h0 = a fresh copy of the ht it returned (never the buffer
+ * that is checked); o is the two parts joined. The parameter `split` itself
+ * is not passed to impl.
  * Returns LACS_OK (r filled), LACS_UNSUPPORTED if impl returned it (SKIP), or
- * an error (FAIL) with lacs_last_error(): "implementation returned N" or the
- * problem with its outputs. If `actual` is not NULL it receives the outputs
- * (v->n_outputs tensors, names and shapes pointing into v, data malloc'd:
- * free with lacs_outputs_free) whenever impl ran. */
+ * an error (FAIL) with lacs_last_error(): "implementation returned N", the
+ * stray write, or the problem with its outputs. If `actual` is not NULL it
+ * receives the outputs (v->n_outputs tensors, names and shapes pointing into
+ * v, data malloc'd: free with lacs_outputs_free) whenever impl ran. */
 int lacs_check_implementation(const lacs_vector *v, lacs_impl_fn impl, void *context, lacs_check_result *r,
                               lacs_tensor *actual);
 void lacs_outputs_free(const lacs_vector *v, lacs_tensor *actual);
+
+/* For a fault handler: if `address` lies in a buffer lacs_check_implementation
+ * handed out (or its guard pages), writes what happened there ("wrote into
+ * input 'q', which is read-only ...", "touched memory past the end of output
+ * 'o' ...") to buf and returns 1; else 0. Reads a table only (no allocation). */
+int lacs_check_describe_fault(const void *address, char *buf, size_t size);
 
 /* builtin:reference as an lacs_impl_fn (context unused): lacs_reference_run
  * in double, rounded to the F32 outputs. */

@@ -45,6 +45,10 @@ int lacs_cpu_isa_supported(const char *name);
 int lacs_cpu_environment_check(void);
 /* The number of threads builtin:cpu uses (LACS_THREADS, or the online CPUs). */
 int lacs_cpu_threads(void);
+/* The ops builtin:cpu implements, space-separated (its declaration, as a
+ * plugin's lacs_plugin_describe: every op of lacs_ops() but the families it
+ * returns LACS_UNSUPPORTED for). */
+const char *lacs_cpu_declared_ops(void);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,9 @@
 #include "lacs/catalog.h"
 #include "lacs/gauge.h"
 #include "lacs/check.h"
+#include "lacs/cases.h"
+#include "lacs/verdict.h"
+#include "lacs/output.h"
 #include "lacs/cpu.h"
 
 #ifdef __cplusplus

@@ -21,13 +21,16 @@
 extern "C" {
 #endif
 
-#define LACS_OPS_MAX_OUTPUTS 6
+#define LACS_OPS_MAX_OUTPUTS 8
 
 typedef enum {
     LACS_FAMILY_RECURRENT = 0, /* o [B, T, HV, V] and the state ht [N, HV, K, V] */
     LACS_FAMILY_ATTENTION = 1, /* o [B, T, HV, V] only */
     LACS_FAMILY_MESA = 2,      /* o, ht and ht_kk [N, HV, K, K] */
-    LACS_FAMILY_NORM = 3       /* x [rows, dim] and its outputs */
+    LACS_FAMILY_NORM = 3,      /* x [rows, dim] and its outputs */
+    LACS_FAMILY_VJP = 4        /* the VJP of an op on sequences (SPEC.md 4.19), named <op>_vjp: its
+                                  inputs and the cotangents do, dht in; d<x> (x's shape) for each
+                                  floating-point input x given out */
 } lacs_op_family;
 
 typedef struct {
@@ -43,6 +46,13 @@ typedef struct {
 
 const lacs_op_info *lacs_ops(int *count);
 const lacs_op_info *lacs_op_find(const char *name);
+/* For an op of LACS_FAMILY_VJP, the op it differentiates (its name without
+ * "_vjp"); NULL for any other op. */
+const lacs_op_info *lacs_op_forward(const lacs_op_info *info);
+/* Whether a VJP output is the gradient of a per-token input ([B, T, ...]:
+ * dq, dk, dv, dw, dbeta, dg, dgk), as opposed to one of a state (dh0,
+ * dh_split) or a per-head sum (dg_gamma). */
+int lacs_vjp_output_is_per_token(const char *name);
 
 /* An output the op gives for these inputs: its name (without `expected.`)
  * and shape. */
@@ -71,7 +81,8 @@ int lacs_reference_param_default(const char *op, const lacs_tensor *inputs, int 
                                  double *value);
 
 /* The outputs `op` gives for `inputs` (for the norms' VJPs, dweight and dbias
- * only when `weight` is given). Checks every name and shape: an unknown op or
+ * only when `weight` is given; for the VJPs of the ops on sequences, d<x> for
+ * each input x given, with x's shape). Checks every name and shape: an unknown op or
  * input is LACS_ERR_INPUT, a shape that does not agree with the others
  * LACS_ERR_SHAPE, naming the tensor. Returns the count in *n_outputs. */
 int lacs_reference_output_shapes(const char *op, const lacs_tensor *inputs, int n_inputs,

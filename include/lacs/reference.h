@@ -1,7 +1,7 @@
 /* lacs reference, in double: the specification in code (SPEC.md).
  *
  * Every function here is slow, scalar and computed in double. Each cites the
- * formula label it implements (H1..H15, E1..E7, N1..N6: ../shared/seeds/README.md).
+ * formula label it implements (H1..H15, E1..E7, N1..N6: SPEC.md 1.4).
  * The same source is compiled a second time in long double with the suffix
  * _ld (lacs/reference_ld.h), so the golden outputs' own error is known.
  *
@@ -135,6 +135,69 @@ int lacs_ref_mesa_net(const lacs_dims *d, const lacs_inputs *in, double *o, doub
  * (likewise h_t) rebuilt from scratch at every t, then the same solve. */
 int lacs_ref_mesa_net_parallel(const lacs_dims *d, const lacs_inputs *in, double *o, double *ht,
                                double *ht_kk);
+
+/* ---- gradients of the ops on sequences (SPEC.md 4.19) ----
+ * The vector-Jacobian product of an op: with the cotangents `do` (and `dht`,
+ * `dht_kk` for the stateful ops) of lacs_cotangents, the gradient of
+ * L = sum do (.) o + sum dht (.) ht (+ sum dht_kk (.) ht_kk) with respect to
+ * every floating-point input: d<input> has the input's shape. Log gates are
+ * differentiated as logs (dg = dL/dg, not dL/d exp(g)); a q/k/w head read by
+ * G value heads gets the sum over them; dg_gamma and dlambda are sums over
+ * the sequences and tokens; scale is not differentiated. Inputs are validated
+ * as the forward op's. A gradient pointer may be NULL (not computed); asking
+ * for the gradient of an input that is not given is LACS_ERR_INPUT, except
+ * dh0 (dh0_kk) of a stateful op, which is the gradient at the zero state.
+ * Summed gradients are written, not added to. Each computes the forward
+ * recurrence again, keeping every state, and runs its adjoint token by token
+ * in reverse. */
+typedef struct {
+    double *dq, *dk, *dv;   /* [B, T, H, K], [B, T, H, K], [B, T, HV, V] */
+    double *dbeta, *dg;     /* [B, T, HV] */
+    double *dgk;            /* [B, T, HV, K] */
+    double *dg_gamma;       /* [HV] */
+    double *dh0;            /* [N, HV, K, V] */
+    double *dw;             /* [B, T, H, K] (path_attn) */
+    double *dlambda;        /* [HV, K]: reserved for MesaNet's VJP, not yet specified (4.19) */
+    double *dh0_kk;         /* [N, HV, K, K]: likewise */
+} lacs_ref_grads;
+
+/* H2, H4: the adjoint of h_t = D_t h_{t-1} + k_t v_t^T, o_t = scale h_t^T q_t. */
+int lacs_ref_linear_attn_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                             const lacs_ref_grads *gr);
+int lacs_ref_retention_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                           const lacs_ref_grads *gr);
+int lacs_ref_simple_gla_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                            const lacs_ref_grads *gr);
+int lacs_ref_gla_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                     const lacs_ref_grads *gr);
+/* H6, H8, E5: the adjoint of the delta rule's step u = c (v - h'^T k),
+ * h = h' + k u^T (h' = D_t h_{t-1}; c = beta, or EFLA's c(beta, ||k||^2)), and of
+ * Comba's (the correction read from h_{t-1}). */
+int lacs_ref_delta_rule_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                            const lacs_ref_grads *gr);
+int lacs_ref_gated_delta_rule_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                                  const lacs_ref_grads *gr);
+int lacs_ref_comba_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                       const lacs_ref_grads *gr);
+int lacs_ref_efla_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                      const lacs_ref_grads *gr);
+/* E5's coefficient c = beta phi(beta n), n = ||k||^2, and its partial
+ * derivatives dc/dbeta = exp(-beta n) and dc/dn = beta^2 phi'(beta n). */
+void lacs_ref_efla_coefficient_derivatives(double beta, double knorm2, double *dc_dbeta, double *dc_dknorm2);
+/* H1, H10: the softmax's adjoint, row by row; the gate's gradient dg_tau sums
+ * dl_ij over the pairs j < tau <= i (for ALiBi dg_gamma sums those). */
+int lacs_ref_softmax_attn_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                              const lacs_ref_grads *gr);
+int lacs_ref_fox_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                     const lacs_ref_grads *gr);
+/* H12: for each key j the logits q_i . x_i with x_j = k_j, x_i = H_i x_{i-1}
+ * are a recurrence on a vector; its adjoint gives dq, dk, dw, dbeta. */
+int lacs_ref_path_attn_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                           const lacs_ref_grads *gr);
+/* H11: the adjoint of the recursion u_i = v_i - beta_i sum_{j<i} B_ij u_j,
+ * o_i = sum_{j<=i} A_ij u_j, then of the rows of A and B. */
+int lacs_ref_deltaformer_vjp(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form form,
+                             const lacs_cotangents *ct, const lacs_ref_grads *gr);
 
 /* ---- normalisation and its replacements (N1..N6), rows x [rows, dim] ----
  * Element-wise ops and row norms on double inputs; x and y may alias. Every

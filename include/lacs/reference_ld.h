@@ -55,6 +55,36 @@ int lacs_ref_mesa_net_ld(const lacs_dims *d, const lacs_inputs *in, long double 
 int lacs_ref_mesa_net_parallel_ld(const lacs_dims *d, const lacs_inputs *in, long double *o, long double *ht,
                                   long double *ht_kk);
 
+typedef struct {
+    long double *dq, *dk, *dv, *dbeta, *dg, *dgk, *dg_gamma, *dh0, *dw, *dlambda, *dh0_kk;
+} lacs_ref_grads_ld;
+int lacs_ref_linear_attn_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                                const lacs_ref_grads_ld *gr);
+int lacs_ref_retention_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                              const lacs_ref_grads_ld *gr);
+int lacs_ref_simple_gla_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                               const lacs_ref_grads_ld *gr);
+int lacs_ref_gla_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                        const lacs_ref_grads_ld *gr);
+int lacs_ref_delta_rule_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                               const lacs_ref_grads_ld *gr);
+int lacs_ref_gated_delta_rule_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                                     const lacs_ref_grads_ld *gr);
+int lacs_ref_comba_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                          const lacs_ref_grads_ld *gr);
+int lacs_ref_efla_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                         const lacs_ref_grads_ld *gr);
+void lacs_ref_efla_coefficient_derivatives_ld(long double beta, long double knorm2, long double *dc_dbeta,
+                                              long double *dc_dknorm2);
+int lacs_ref_softmax_attn_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                                 const lacs_ref_grads_ld *gr);
+int lacs_ref_fox_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                        const lacs_ref_grads_ld *gr);
+int lacs_ref_path_attn_vjp_ld(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                              const lacs_ref_grads_ld *gr);
+int lacs_ref_deltaformer_vjp_ld(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form form,
+                                const lacs_cotangents *ct, const lacs_ref_grads_ld *gr);
+
 int lacs_ref_rmsnorm_ld(const double *x, int64_t rows, int64_t dim, double eps, const double *weight,
                         long double *y);
 int lacs_ref_rmsnorm_jacobian_ld(const double *x, int64_t dim, double eps, long double *J);

@@ -44,6 +44,7 @@ typedef struct {
     char **metadata_keys;              /* __metadata__, in file order; n_metadata entries */
     char **metadata_values;
     int n_metadata;
+    char sha256[65];                   /* lacs_safetensors_read: SHA-256 of the bytes read and parsed ("" else) */
 } lacs_safetensors_file;
 
 /* Element size of a dtype in bytes (0 if unknown); its name ("F32", ...;
@@ -51,10 +52,16 @@ typedef struct {
 size_t lacs_dtype_size(lacs_dtype dtype);
 const char *lacs_dtype_name(lacs_dtype dtype);
 
-/* Reads and validates `path`. LACS_ERR_IO if it cannot be read (a directory
- * included), LACS_ERR_FORMAT if malformed, LACS_ERR_MEMORY; on error *f is
- * left empty (safe to free). lacs_safetensors_free(f) releases a success. */
+/* Reads and validates `path`. LACS_ERR_IO if it cannot be read, or is not a
+ * regular file (a directory, a FIFO, a device: opened without blocking, and
+ * refused), LACS_ERR_FORMAT if malformed, LACS_ERR_MEMORY; on error *f is
+ * left empty (safe to free). f->sha256 is the SHA-256 of the bytes read.
+ * lacs_safetensors_free(f) releases a success. */
 int lacs_safetensors_read(const char *path, lacs_safetensors_file *f);
+/* The same, refusing a file whose SHA-256 is not `sha256` (64 lowercase hex
+ * digits; NULL or "": not checked) before parsing anything of it:
+ * LACS_ERR_FORMAT, "<path>: hash: ..." (SPEC.md 10.2). */
+int lacs_safetensors_read_expecting(const char *path, const char *sha256, lacs_safetensors_file *f);
 /* The same on bytes in memory (copied); `label` stands for the path in messages. */
 int lacs_safetensors_parse(const uint8_t *bytes, size_t size, const char *label,
                            lacs_safetensors_file *f);
@@ -72,11 +79,15 @@ void lacs_values_to_double(lacs_dtype dtype, const void *data, int64_t count, do
 /* Converts every element of t (t->count of them): lacs_values_to_double. */
 void lacs_safetensors_to_double(const lacs_safetensors_tensor *t, double *out);
 
-/* Writes tensors (any order given; written as SPEC.md 10.1 orders them) and
- * one metadata entry key -> value (both may be NULL for none) to `path`.
- * Refuses to replace an existing file unless `overwrite` (LACS_ERR_IO, naming
- * it); writes to `path`.tmp and renames, so a failed write leaves no partial
- * file. Duplicate or empty names, the name "__metadata__", names or metadata
+/* The bytes of a safetensors file holding tensors (any order given; written
+ * as SPEC.md 10.1 orders them) and one metadata entry key -> value (both may
+ * be NULL for none): *bytes malloc'd, *size bytes. The checks below. */
+int lacs_safetensors_serialize(const lacs_tensor *tensors, int n_tensors, const char *metadata_key,
+                               const char *metadata_value, const char *label, uint8_t **bytes, size_t *size);
+/* Writes them to `path` (lacs_output_file_write, lacs/output.h: a temporary file
+ * beside it renamed onto it; a new path or a regular file only). Refuses to
+ * replace an existing file unless `overwrite` (LACS_ERR_IO, naming it); a
+ * failed write leaves no partial file. Duplicate or empty names, the name "__metadata__", names or metadata
  * that are not UTF-8, unknown dtypes, ndim outside 0..8, dimensions outside
  * [0, 2^53), 2^53 bytes or more, and NULL shape or data where there are
  * dimensions or bytes are LACS_ERR_FORMAT naming the tensor. */

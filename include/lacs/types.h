@@ -1,4 +1,4 @@
-/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.3).
+/* lacs: shapes, inputs and errors shared by every operation (lacs spec 1.4).
  *
  * Layout (SPEC.md section 2), all row-major:
  *   q, k   [B, T, H, K]        v, o   [B, T, HV, V]     HV = G * H
@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define LACS_SPEC_VERSION "1.3"
+#define LACS_SPEC_VERSION "1.4"
 
 /* Return codes of every lacs function. */
 enum {
@@ -58,6 +58,16 @@ typedef struct {
     double scale;             /* readout scale; fla's default is K^-1/2 */
     double eps;               /* linear_attn_postnorm: RMSNorm epsilon */
 } lacs_inputs;
+
+/* The cotangents a VJP of an op on sequences reads (SPEC.md 4.19): the
+ * gradient of a scalar loss L with respect to each output. Named `do`, `dht`,
+ * `dht_kk` in the vectors ("d" + the output's name, as `dy` for `y`); `do` is
+ * a C keyword, hence `dout` here. Double in both builds, like the inputs. */
+typedef struct {
+    const double *dout;   /* `do` [B, T, HV, V], the cotangent of o: required */
+    const double *dht;    /* [N, HV, K, V], the cotangent of ht, or NULL (zero); stateful ops only */
+    const double *dht_kk; /* [N, HV, K, K], the cotangent of MesaNet's ht_kk, or NULL (zero) */
+} lacs_cotangents;
 
 /* The two L2-normalisation conventions of the field (lacs_ref_l2norm). */
 typedef enum {

@@ -466,8 +466,37 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
         return lacs_cpu_attention(&c);
     case LACS_FAMILY_NORM:
         return lacs_cpu_norm(&c);
+    case LACS_FAMILY_VJP:
+        /* the gradients of the ops on sequences (SPEC.md 4.19): a SKIP, said so and declared
+         * (family_implemented), until builtin:cpu has them */
+        lacs_cpu_error(LACS_UNSUPPORTED, op, "builtin:cpu does not implement the gradients of the ops on "
+                                             "sequences yet (the *_vjp ops of SPEC.md 4.19)");
+        return LACS_UNSUPPORTED;
     }
     return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu has no implementation of this family");
+}
+
+/* One predicate for lacs_cpu_run's switch above and for the declaration below. */
+static int family_implemented(lacs_op_family family) { return family != LACS_FAMILY_VJP; }
+
+static char declared_ops[2048];
+
+static void build_declared_ops(void)
+{
+    int count;
+    const lacs_op_info *ops = lacs_ops(&count);
+    size_t used = 0;
+    for (int i = 0; i < count; i++)
+        if (family_implemented(ops[i].family) && used + strlen(ops[i].name) + 2 < sizeof declared_ops)
+            used += (size_t)snprintf(declared_ops + used, sizeof declared_ops - used, "%s%s", used ? " " : "",
+                                     ops[i].name);
+}
+
+const char *lacs_cpu_declared_ops(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_declared_ops);
+    return declared_ops;
 }
 
 int lacs_impl_cpu(void *context, const char *op, const lacs_tensor *inputs, int n_inputs,

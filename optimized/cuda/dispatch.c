@@ -203,6 +203,9 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
         case LACS_FAMILY_MESA:
             rc = lacs_cuda_unsupported(op, "mesa_net");
             break;
+        case LACS_FAMILY_VJP:
+            rc = lacs_cuda_unsupported(op, "the gradients of the ops on sequences (SPEC.md 4.19)");
+            break;
         }
         if (rc == LACS_OK && lacs_cuda_synchronize(why, sizeof why) != 0)
             rc = lacs_cuda_error(LACS_ERR_INPUT, op, "%s", why);

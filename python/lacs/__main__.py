@@ -1,14 +1,16 @@
 """python3 -m lacs: the Python harness's command line.
 
   python3 -m lacs check --impl python:FILE_OR_MODULE:FUNCTION [--op OP ...] [--tier fp32|bf16]
-                        [--vectors DIR] [--json FILE] [--junit FILE] [--shard I/N] [--quiet | --verbose]
-  python3 -m lacs list [--op OP ...] [--tier fp32|bf16] [--vectors DIR]
+                        [--vectors DIR] [--json FILE] [--junit FILE] [--shard I/N] [--timeout SECONDS]
+                        [--jobs N] [--strict] [--no-verify] [--in-process] [--quiet | --verbose]
+  python3 -m lacs list [--op OP ...] [--tier fp32|bf16] [--vectors DIR] [--no-verify]
 
 The same commands, output and exit codes as `build/lacs check` and `build/lacs
 list` (checker/cli_*.c), for implementations written in Python (lacs/check.py
-says what such a function takes and returns). Exit 0: nothing failed and at
-least one case passed; 1: something failed, or every case was skipped; 2: a
-user error, printed as one line `lacs: <problem>` on stderr.
+says what such a function takes and returns, lacs/workers.py how it is run).
+Exit 0: nothing failed, nothing was skipped without being declared, and some
+case passed; 1: otherwise; 2: a user error or a rejected vector, printed as
+one line `lacs: <problem>` on stderr.
 """
 
 import argparse
@@ -16,8 +18,9 @@ import json
 import math
 import os
 import sys
+import time
 
-from . import check
+from . import check, workers
 from .check import FAIL, PASS, SKIP, HarnessError
 
 DETAIL_INDENT = " " * 6
@@ -39,20 +42,30 @@ def _parser():
                        help="only this op (repeatable, or comma-separated)")
         p.add_argument("--tier", metavar="TIER", help="only fp32 or bf16 cases")
         p.add_argument("--vectors", metavar="DIR", help="default ./vectors/core, else $LACS_VECTORS")
+        p.add_argument("--no-verify", action="store_true",
+                       help="do not verify the vectors against their MANIFEST.json (their SHA-256)")
 
     run = commands.add_parser(
         "check", help="run a Python implementation on the golden vectors",
         description="Runs FUNCTION(op, inputs, params) on every case and compares its outputs with the "
-                    "goldens through the C checker (liblacs.so). One line per case: "
+                    "goldens through the C checker (liblacs.so), each in a worker process. One line per case: "
                     "`PASS  0.0123    delta_rule-fp32-t64` (status, worst error/allowed ratio, id; 1 is the "
-                    "limit), and under a FAIL, where and why. Ends with `N passed, M failed, K skipped`.")
+                    "limit), and under a FAIL, where and why. Then the verdict per op and tier, "
+                    "`N passed, M failed, K skipped`, and the line to cite.")
     run.add_argument("--impl", metavar="python:FILE_OR_MODULE:FUNCTION",
                      help="fn(op, inputs, params) -> {output: array}; raise NotImplementedError or "
-                          "return None to skip a case")
+                          "return None to skip a case; declare limits with fn.lacs_describe")
     filters(run)
     run.add_argument("--json", metavar="FILE", help="write a JSON report (replacing FILE)")
     run.add_argument("--junit", metavar="FILE", help="write a JUnit XML report (replacing FILE)")
     run.add_argument("--shard", metavar="I/N", help="only the cases whose index in the filtered list is I-1 mod N")
+    run.add_argument("--timeout", metavar="SECONDS", help="a case running longer fails (default 300)")
+    run.add_argument("--jobs", metavar="N", help="run up to N cases at once, in N worker processes (default 1)")
+    run.add_argument("--strict", action="store_true",
+                     help="count the strict cases in the verdict (by default they are listed beside it)")
+    run.add_argument("--in-process", action="store_true",
+                     help="call the function in this process (for a debugger): no timeout, and a crash or an "
+                          "exit in a C extension ends the run")
     run.add_argument("--quiet", action="store_true", help="print only failures and the closing line")
     run.add_argument("--verbose", action="store_true",
                      help="print every output's ratio, the time of each case and the traceback of an exception")
@@ -85,34 +98,33 @@ def _shard(text):
     raise HarnessError(f"bad --shard '{text}': expected I/N with 1 <= I <= N")
 
 
-def _find(library, args, ops):
-    directory = check.vectors_dir(args.vectors)
-    return directory, check.find_cases(library, directory, ops, args.tier)
-
-
 # ---- list ----
 
 def command_list(args):
     library = check.Library()
     ops = _ops(args.op)
     check.check_filters(library, ops, args.tier)
-    directory, cases = _find(library, args, ops)
+    directory = check.vectors_dir(args.vectors)
+    cases, manifest = check.find_cases(library, directory, ops, args.tier, verify=not args.no_verify, read=True)
     id_width = max([2] + [len(c.id) for c in cases])
     flags_width = max([5] + [len(",".join(c.flags)) for c in cases])
-    print(f"{len(cases)} case{'' if len(cases) == 1 else 's'} under {directory}")
+    verified = f"verified against {library.printable(manifest)}" if manifest else "not verified"
+    print(f"{len(cases)} case{'' if len(cases) == 1 else 's'} under {library.printable(directory)} ({verified})")
     if cases:
         print(f"  {'id':<{id_width}}  {'flags':<{flags_width}}  reason")
     for case in cases:
         if case.error is None:
-            print(f"  {case.id:<{id_width}}  {','.join(case.flags):<{flags_width}}  {case.reason}")
+            level = "(strict) " if case.strict else ""
+            print(f"  {case.id:<{id_width}}  {','.join(case.flags):<{flags_width}}  {level}{case.reason}")
         else:
-            print(f"  {case.id:<{id_width}}  {'?':<{flags_width}}  cannot be loaded: {case.error}")
+            print(f"  {case.id:<{id_width}}  {'?':<{flags_width}}  {check.CASE_STATE_WORDS[case.state]}: "
+                  f"{case.error}")
     print("\nimplementations (--impl):")
     for name, what in (("builtin:reference", "the double reference, run by build/lacs check"),
                        ("builtin:cpu", "the optimized CPU implementation, run by build/lacs check"),
                        ("builtin:cuda", "the CUDA implementation (make cuda), run by build/lacs check; "
                                         "build/lacs list gives its device and status"),
-                       ("PATH.so", "a shared library exporting lacs_plugin_run (ABI v1, include/lacs/plugin.h), "
+                       ("PATH.so", "a shared library exporting lacs_plugin_run (ABI v1.1, include/lacs/plugin.h), "
                                    "run by build/lacs check"),
                        ("python:FILE_OR_MODULE:FUNCTION", "a Python function, run by this harness "
                                                           "(PYTHONPATH=python /usr/bin/python3 -m lacs check)")):
@@ -213,57 +225,157 @@ class _Progress:
             self.shown = False
 
 
+def _positive(text, option, kind):
+    try:
+        value = kind(text)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or not (value > 0) or value != value or value > 1e6:
+        what = "a whole number from 1 to 256" if kind is int else "a positive number of seconds (at most 1e6)"
+        raise HarnessError(f"bad {option} '{text}': expected {what}")
+    if kind is int and value > 256:
+        raise HarnessError(f"bad {option} '{text}': expected a whole number from 1 to 256")
+    return value
+
+
 def command_check(args):
     if not args.impl:
         raise HarnessError("check: --impl IMPL is required (python:FILE_OR_MODULE:FUNCTION)")
     if args.quiet and args.verbose:
         raise HarnessError("check: --quiet and --verbose exclude each other")
+    timeout = _positive(args.timeout, "--timeout", float) if args.timeout is not None else 300.0
+    jobs = _positive(args.jobs, "--jobs", int) if args.jobs is not None else 1
+    if args.in_process and (args.timeout is not None or jobs > 1):
+        raise HarnessError("check: --timeout and --jobs need worker processes: drop --in-process")
     shard = _shard(args.shard)
+    check.parse_impl(args.impl)
     library = check.Library()
     ops = _ops(args.op)
     check.check_filters(library, ops, args.tier)
     directory = check.vectors_dir(args.vectors)
-    fn = check.load_impl(args.impl)  # after the cheap checks: importing torch takes seconds
-    cases = check.find_cases(library, directory, ops, args.tier)
+    # before any work: a report that could not be written is refused now, not after the run
+    for path in (args.json, args.junit):
+        if path:
+            library.check_output_file(path, directory)
+    cases, manifest = check.find_cases(library, directory, ops, args.tier, verify=not args.no_verify)
     matching = len(cases)
     if shard is not None:
         cases = check.shard(cases, *shard)
-    if not cases:
-        if matching == 0:
-            raise HarnessError(f"no case under '{directory}' matches the filters"
-                               + (" (--op, --tier)" if ops or args.tier else ""))
-        raise HarnessError(f"shard {shard[0]}/{shard[1]} of the {matching} matching cases is empty")
+    if matching == 0:
+        raise HarnessError(f"no case under '{library.printable(directory)}' matches the filters"
+                           + (" (--op, --tier)" if ops or args.tier else ""))
 
-    progress = _Progress()
-    results = []
+    verdict = check.Verdict(library, args.strict)
+    pool = fn = None
     try:
-        for index, case in enumerate(cases, 1):
-            progress.draw(f"[{index}/{len(cases)}] {case.id}")
-            result = check.run_case(library, fn, case)
-            results.append(result)
-            if args.quiet and result.status != FAIL:
-                continue
-            progress.erase()
-            print_result(result, args.verbose)
-            sys.stdout.flush()
+        # after the cheap checks: importing torch takes seconds
+        if args.in_process:
+            fn = check.load_impl(args.impl)
+            description = check.describe_impl(fn)
+        else:
+            pool = workers.Pool(args.impl, jobs, timeout)
+            description = pool.description
+        if description is not None:
+            verdict.declare(description)
+        scope = [f"shard {shard[0]}/{shard[1]} only"] if shard is not None else []
+        if manifest is None:
+            scope.append("on unverified vectors")
+        verdict.scope(", ".join(scope))
+        results = _run_cases(library, cases, verdict, fn, pool, args, timeout)
     finally:
-        progress.erase()
+        if pool is not None:
+            pool.close()
 
     counts = {status: sum(r.status == status for r in results) for status in (PASS, FAIL, SKIP)}
     closing = f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped"
     if shard is not None:
         closing += f" (shard {shard[0]}/{shard[1]})"
-    print(closing)
-    sys.stdout.flush()
-    status = 0 if counts[FAIL] == 0 and counts[PASS] > 0 else 1
-    if counts[FAIL] == 0 and counts[PASS] == 0:
-        print(f"lacs: no case ran: {args.impl} skipped every one of the {len(results)} cases", file=sys.stderr)
-    report = {"impl": args.impl, "vectors": directory, "shard": shard, "counts": counts}
+    for result in results:
+        verdict.add(result)
+    if not results:
+        print(closing)
+        sys.stdout.flush()
+        print(f"lacs: shard {shard[0]}/{shard[1]} of the {matching} matching cases is empty: nothing to check in it",
+              file=sys.stderr)
+        status = 0
+    else:
+        sys.stdout.write(verdict.table())
+        print(closing)
+        print(verdict.citation())
+        sys.stdout.flush()
+        status = verdict.exit_status()
+        if counts[FAIL] == 0 and counts[PASS] == 0:
+            print(f"lacs: no case ran: {library.printable(args.impl)} skipped every one of the {len(results)} "
+                  "cases", file=sys.stderr)
+        if manifest is None:
+            print("lacs: the vectors were not verified (--no-verify): the verdict holds only if they are the "
+                  "published ones", file=sys.stderr)
+    report = {"impl": library.printable(args.impl), "vectors": library.printable(directory),
+              "manifest": library.printable(manifest) if manifest else None, "shard": shard, "counts": counts,
+              "verdict": json.loads(verdict.json_text()) if results else None,
+              "citation": verdict.citation() if results else None}
+    verdict.close()
     if args.json:
-        _write_report(args.json, "JSON", json_report(report, results))
+        library.write_output_file(args.json, "JSON", json_report(report, results), directory)
     if args.junit:
-        _write_report(args.junit, "JUnit", junit_report(report, results))
+        library.write_output_file(args.junit, "JUnit", junit_report(report, results), directory)
     return status
+
+
+def _run_cases(library, cases, verdict, fn, pool, args, timeout):
+    """Runs every case (in the pool's workers, or in this process with fn),
+    printing the results in case order as they come; returns them."""
+    progress = _Progress()
+    results = [None] * len(cases)
+    printed = 0
+
+    def show_ready():
+        nonlocal printed
+        while printed < len(results) and results[printed] is not None:
+            result = results[printed]
+            printed += 1
+            if args.quiet and result.status != FAIL:
+                continue
+            progress.erase()
+            print_result(result, args.verbose)
+            sys.stdout.flush()
+
+    requests = {}
+
+    def to_run():
+        for index, case in enumerate(cases):
+            progress.draw(f"[{index + 1}/{len(cases)}] {case.id}")
+            started = time.perf_counter()
+            result, request = check.prepare(library, case, verdict)
+            result.seconds = time.perf_counter() - started
+            if request is None:
+                results[index] = result
+                show_ready()
+                continue
+            requests[index] = (result, request, started)
+            yield index, request.op, request.inputs, request.params
+
+    try:
+        if pool is not None:
+            for index, answer in pool.run(to_run()):
+                result, request, started = requests.pop(index)
+                try:
+                    check.settle(library, request, answer, result)
+                finally:
+                    request.close()
+                result.seconds = time.perf_counter() - started
+                results[index] = result
+                show_ready()
+        else:
+            for index, case in enumerate(cases):
+                progress.draw(f"[{index + 1}/{len(cases)}] {case.id}")
+                results[index] = check.run_case(library, fn, case, verdict)
+                show_ready()
+    finally:
+        progress.erase()
+        for result, request, _ in requests.values():
+            request.close()
+    return results
 
 
 # ---- reports (the structure of checker/cli_report.c's) ----
@@ -294,16 +406,20 @@ def _output_json(o):
 def json_report(report, results):
     """{"lacs_version", "impl", "vectors", ["shard"], "summary", "cases"}; every
     non-finite number is null, its text in "ratio_text"."""
-    root = {"lacs_version": check.SPEC_VERSION, "impl": report["impl"], "vectors": report["vectors"]}
+    root = {"lacs_version": check.SPEC_VERSION, "impl": report["impl"], "vectors": report["vectors"],
+            "manifest": report["manifest"]}
     if report["shard"] is not None:
         root["shard"] = "%d/%d" % report["shard"]
     counts = report["counts"]
     root["summary"] = {"passed": counts[PASS], "failed": counts[FAIL], "skipped": counts[SKIP]}
+    root["verdict"] = report["verdict"]
     root["cases"] = [{
         "id": r.case.id,
         "op": r.case.op,
         "tier": r.case.tier,
         "status": r.status,
+        "outcome": check.OUTCOME_WORDS[r.outcome],
+        "strict": r.strict,
         "ratio": None if r.status == SKIP or r.ratio is None else _number(r.ratio),
         "ratio_text": case_ratio_text(r),
         "outputs": [_output_json(o) for o in r.outputs],
@@ -340,8 +456,11 @@ def junit_report(report, results):
              "  <properties>",
              f'    <property name="impl" value="{_xml(report["impl"])}"/>',
              f'    <property name="vectors" value="{_xml(report["vectors"])}"/>',
-             f'    <property name="lacs_version" value="{check.SPEC_VERSION}"/>',
-             "  </properties>"]
+             f'    <property name="manifest" value="{_xml(report["manifest"] or "(not verified)")}"/>',
+             f'    <property name="lacs_version" value="{check.SPEC_VERSION}"/>']
+    if report["citation"]:
+        lines.append(f'    <property name="verdict" value="{_xml(report["citation"])}"/>')
+    lines.append("  </properties>")
     for r in results:
         opening = f'  <testcase classname="{_xml(r.case.op)}" name="{_xml(r.case.id)}" time="{r.seconds:.6f}"'
         if r.status == PASS:
@@ -357,22 +476,6 @@ def junit_report(report, results):
         lines.append("  </testcase>")
     lines.append("</testsuite>")
     return "\n".join(lines) + "\n"
-
-
-def _write_report(path, what, text):
-    """Writes path.tmp, then renames it onto path: a report is whole or absent,
-    and an existing one is replaced."""
-    temporary = path + ".tmp"
-    try:
-        with open(temporary, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(temporary, path)
-    except OSError as e:
-        try:
-            os.remove(temporary)
-        except OSError:
-            pass
-        raise HarnessError(f"cannot write the {what} report '{path}': {e.strerror or e}") from None
 
 
 def main(argv=None):
@@ -397,6 +500,7 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("\nlacs: interrupted", file=sys.stderr)
         return 130
+
 
 
 if __name__ == "__main__":

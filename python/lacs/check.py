@@ -1,29 +1,43 @@
 """The Python harness: runs a Python implementation on the golden vectors and
-judges its outputs with the C checker (include/lacs/check.h) through ctypes.
+judges its outputs with the C checker (include/lacs/*.h) through ctypes.
 
-The comparison is not written here: lacs_check_outputs in liblacs.so is the
-one implementation of the tolerance model (SPEC.md 11), shared with the `lacs`
-CLI. This module finds the cases, imports the implementation, calls it, turns
-what it returns into float64 tensors and hands them to the C side.
+Nothing of the checker is written here: liblacs.so lists the cases and
+verifies them against their manifest (lacs/cases.h), loads and validates each
+vector (lacs/check.h), compares (lacs_check_outputs, the one implementation of
+the tolerance model, SPEC.md 11), gives the verdict (lacs/verdict.h), makes
+text printable and writes the reports (lacs/output.h). This module imports
+the implementation, calls it, turns what it returns into float64 tensors and
+hands them to the C side.
 
 An implementation is a function
 
     fn(op: str, inputs: dict[str, numpy.ndarray], params: dict[str, float])
         -> dict[str, array-like] | None
 
-inputs are float32 (bf16-tier values widened exactly) and cu_seqlens int64;
-params holds every parameter of the case's metadata; the outputs are named as
-the goldens without `expected.` (`o`, `ht`, `y`, `dx`, ...). Raising
-NotImplementedError or returning None skips the case.
+inputs are float32 (bf16-tier values widened exactly) and cu_seqlens int64,
+each a writable copy of its own; params holds every parameter of the case's
+metadata (a state-carry case's `split` included: the function returns
+`ht_split` too); the outputs are named as the goldens without `expected.`
+(`o`, `ht`, `y`, `dx`, ...). Raising NotImplementedError or returning None
+skips the case. The function may declare its limits up front with an
+attribute `lacs_describe`: a dict (or a function returning one) with the keys
+of plugin ABI v1.1's lacs_plugin_describe, "ops", "tiers" and "unsupported"
+(lists of names, or None), and "name" (SPEC.md 11.7).
 
-Cases run in this process, one after the other: a crash inside a C extension
-(a segfault in a CUDA kernel, say) ends the whole run.
+By default the function runs in a worker process (lacs/_worker.py), one per
+--jobs, which the harness starts, feeds and, on a timeout, kills with its
+whole process group: a crash, an os._exit(0), a hang or an os.chdir there
+fails that case only, what it prints goes to stderr, and the verdict is
+computed in a process it never ran in. --in-process calls it in the
+harness's own process (for a debugger), with only os._exit, os.chdir and
+stdout guarded.
 
-The ctypes mirrors of check.h and plugin.h assume an LP64 ABI (x86-64,
-aarch64: 8-byte pointers, int64_t and double aligned to 8, int and enums of 4
-bytes); _layout_problems() verifies the offsets ctypes computes against that.
+The ctypes mirrors of the C structures assume an LP64 ABI (x86-64, aarch64:
+8-byte pointers, int64_t and double aligned to 8, int and enums of 4 bytes);
+_layout_problems() verifies the offsets ctypes computes against that.
 """
 
+import contextlib
 import ctypes
 import importlib
 import importlib.util
@@ -34,21 +48,30 @@ import traceback
 
 import numpy as np
 
-from .safetensors import FormatError
-from .vectors import load_vector
+from .vectors import load_vector  # noqa: F401  (the Python reader, for tests and users)
 
 # LACS_SPEC_VERSION of include/lacs/types.h (the library does not export it;
 # tests/python/test_harness.py checks the two agree).
-SPEC_VERSION = "1.3"
+SPEC_VERSION = "1.4"
 TIERS = ("fp32", "bf16")
 
 # plugin.h
-LACS_F64 = 2
+LACS_F32, LACS_BF16, LACS_F64, LACS_I64 = 0, 1, 2, 3
 # types.h
 LACS_OK = 0
 # check.h
 LACS_CHECK_MAX_OUTPUTS = 8
+LACS_VECTOR_INPUTS, LACS_VECTOR_GOLDENS, LACS_VECTOR_PARAMS = 0, 1, 2
 DESCRIBE_BUFFER = 256
+# cases.h
+CASE_OK, CASE_INVALID, CASE_MISSING, CASE_UNLISTED = 0, 1, 2, 3
+CASES_VERIFY, CASES_READ = 1, 2
+CASE_STATE_WORDS = {CASE_INVALID: "cannot be loaded", CASE_MISSING: "missing", CASE_UNLISTED: "not listed"}
+# verdict.h
+OUTCOME_PASS, OUTCOME_FAIL, OUTCOME_SKIP, OUTCOME_EXCLUDED, OUTCOME_INVALID = 0, 1, 2, 3, 4
+OUTCOME_WORDS = ("passed", "failed", "skipped", "not run (declared)", "vector rejected")
+# output.h
+OUTPUT_REPLACE, OUTPUT_NOT_GOLDEN = 1, 2
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
@@ -69,6 +92,11 @@ class LacsTensor(ctypes.Structure):
         ("shape", ctypes.POINTER(ctypes.c_int64)),
         ("data", ctypes.c_void_p),
     ]
+
+
+class LacsParam(ctypes.Structure):
+    """lacs_param (plugin.h)."""
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_double)]
 
 
 class LacsOutputCheck(ctypes.Structure):
@@ -111,11 +139,27 @@ class LacsOpInfo(ctypes.Structure):
     ]
 
 
+class LacsCase(ctypes.Structure):
+    """lacs_case_entry (cases.h)."""
+    _fields_ = [
+        ("path", ctypes.c_char_p),
+        ("id", ctypes.c_char_p),
+        ("op", ctypes.c_char * 48),
+        ("tier", ctypes.c_char * 8),
+        ("flags", ctypes.c_char_p),
+        ("reason", ctypes.c_char_p),
+        ("sha256", ctypes.c_char * 65),
+        ("strict", ctypes.c_int),
+        ("state", ctypes.c_int),
+    ]
+
+
 # The LP64 layout, worked out by hand from the C rules (each member at the next
 # multiple of its alignment, the size a multiple of the largest alignment):
 # (structure, sizeof, {field: offset}).
 EXPECTED_LAYOUT = (
     (LacsTensor, 32, {"name": 0, "dtype": 8, "ndim": 12, "shape": 16, "data": 24}),
+    (LacsParam, 16, {"name": 0, "value": 8}),
     (LacsOutputCheck, 112, {"name": 0, "ratio": 32, "normwise_ratio": 40, "elementwise_ratio": 48,
                             "normwise_error": 56, "worst_block": 64, "worst_element": 72,
                             "expected_value": 80, "actual_value": 88, "allowed_error": 96,
@@ -124,6 +168,10 @@ EXPECTED_LAYOUT = (
     (LacsCheckResult, 16 + 8 * 112, {"ratio": 0, "n_outputs": 8, "outputs": 16}),
     (LacsOpInfo, 64, {"name": 0, "family": 8, "labels": 16, "reference": 24, "required": 32,
                       "optional": 40, "params": 48, "outputs": 56}),
+    # op[48] at 16, tier[8] at 64; flags at 72, reason at 80, sha256[65] at 88 ending at 153,
+    # strict at 156 (int-aligned), state at 160; the size rounded up to 8
+    (LacsCase, 168, {"path": 0, "id": 8, "op": 16, "tier": 64, "flags": 72, "reason": 80, "sha256": 88,
+                     "strict": 156, "state": 160}),
 )
 
 
@@ -153,6 +201,13 @@ def library_path():
     return os.path.join(build, "liblacs.so")
 
 
+def _bytes(text):
+    """A str (file names with surrogate escapes included) or bytes, as the C side takes it."""
+    if text is None:
+        return None
+    return text if isinstance(text, bytes) else os.fsencode(text)
+
+
 class Library:
     """liblacs.so with the signatures of the functions the harness calls."""
 
@@ -176,24 +231,59 @@ class Library:
 
     def _bind(self):
         lib = self.lib
-        lib.lacs_last_error.argtypes = []
-        lib.lacs_last_error.restype = ctypes.c_char_p
-        lib.lacs_vector_open.argtypes = [ctypes.c_char_p]
-        lib.lacs_vector_open.restype = ctypes.c_void_p
-        lib.lacs_vector_close.argtypes = [ctypes.c_void_p]
-        lib.lacs_vector_close.restype = None
-        lib.lacs_check_outputs.argtypes = [ctypes.c_void_p, ctypes.POINTER(LacsTensor), ctypes.c_int,
-                                           ctypes.POINTER(LacsCheckResult)]
-        lib.lacs_check_outputs.restype = ctypes.c_int
-        lib.lacs_describe_element.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64,
-                                              ctypes.c_char_p, ctypes.c_size_t]
-        lib.lacs_describe_element.restype = ctypes.c_char_p
-        lib.lacs_ops.argtypes = [ctypes.POINTER(ctypes.c_int)]
-        lib.lacs_ops.restype = ctypes.POINTER(LacsOpInfo)
+        c_char_p, c_int, c_void_p, c_size_t = ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
+
+        def bind(name, argtypes, restype):
+            function = getattr(lib, name)
+            function.argtypes = argtypes
+            function.restype = restype
+
+        bind("lacs_last_error", [], c_char_p)
+        bind("lacs_vector_open_verified", [c_char_p, c_char_p], c_void_p)
+        bind("lacs_vector_close", [c_void_p], None)
+        bind("lacs_vector_count", [c_void_p, c_int], c_int)
+        bind("lacs_vector_tensor", [c_void_p, c_int, c_int, ctypes.POINTER(LacsTensor)], c_int)
+        bind("lacs_vector_param", [c_void_p, c_int, ctypes.POINTER(LacsParam)], c_int)
+        bind("lacs_vector_text", [c_void_p, c_char_p], c_char_p)
+        bind("lacs_vector_is_strict", [c_void_p], c_int)
+        bind("lacs_check_outputs", [c_void_p, ctypes.POINTER(LacsTensor), c_int, ctypes.POINTER(LacsCheckResult)],
+             c_int)
+        bind("lacs_describe_element", [c_void_p, c_int, ctypes.c_int64, c_char_p, c_size_t], c_char_p)
+        bind("lacs_ops", [ctypes.POINTER(c_int)], ctypes.POINTER(LacsOpInfo))
+        bind("lacs_cases_open", [c_char_p, c_char_p, c_char_p, ctypes.c_uint], c_void_p)
+        bind("lacs_case_entry_open", [ctypes.POINTER(LacsCase)], c_void_p)
+        bind("lacs_cases_close", [c_void_p], None)
+        bind("lacs_cases_count", [c_void_p], c_int)
+        bind("lacs_cases_get", [c_void_p, c_int], ctypes.POINTER(LacsCase))
+        bind("lacs_cases_manifest", [c_void_p], c_char_p)
+        bind("lacs_printable", [c_char_p, c_char_p, c_size_t], c_char_p)
+        bind("lacs_output_file_check", [c_char_p, c_char_p, ctypes.c_uint], c_int)
+        bind("lacs_output_file_write", [c_char_p, c_char_p, c_size_t, c_char_p, ctypes.c_uint], c_int)
+        bind("lacs_verdict_new", [c_int], c_void_p)
+        bind("lacs_verdict_free", [c_void_p], None)
+        bind("lacs_verdict_declare", [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p], c_int)
+        bind("lacs_verdict_excludes", [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p, c_size_t], c_int)
+        bind("lacs_verdict_add", [c_void_p, c_char_p, c_char_p, c_char_p, c_char_p, c_int, c_int], c_int)
+        bind("lacs_verdict_scope", [c_void_p, c_char_p], c_int)
+        for name in ("lacs_verdict_table", "lacs_verdict_citation", "lacs_verdict_json"):
+            bind(name, [c_void_p], c_void_p)  # malloc'd text: read, then lacs_verdict_free_text
+        bind("lacs_verdict_exit_status", [c_void_p], c_int)
+        bind("lacs_verdict_free_text", [c_void_p], None)
 
     def last_error(self):
         message = self.lib.lacs_last_error()
-        return message.decode("utf-8", "replace") if message else "unknown error"
+        return self.printable(message) if message else "unknown error"
+
+    def printable(self, text):
+        """Text (str or bytes) as lacs_printable gives it: control characters,
+        terminal escapes and invalid UTF-8 escaped."""
+        if text is None:
+            return ""
+        raw = _bytes(text)
+        size = 4 * len(raw) + 8
+        buffer = ctypes.create_string_buffer(size)
+        self.lib.lacs_printable(raw, buffer, size)
+        return buffer.value.decode("utf-8")
 
     def op_names(self):
         """The ops of the op table (lacs_ops), in table order."""
@@ -201,16 +291,65 @@ class Library:
         table = self.lib.lacs_ops(ctypes.byref(count))
         return [table[i].name.decode("utf-8") for i in range(count.value)]
 
-    def open_vector(self, path):
-        """A lacs_vector pointer (close it with close_vector); HarnessError with
-        the checker's message (which names the file) if it cannot be loaded."""
-        handle = self.lib.lacs_vector_open(os.fsencode(path))
+    # -- vectors
+
+    def open_case(self, case):
+        """lacs_case_entry_open: the case's vector, verified against its manifest hash
+        and checked to be the case listed; HarnessError with the reason."""
+        c = LacsCase(path=case.raw_path, id=case.raw_id, op=case.op.encode(), tier=case.tier.encode(),
+                     flags=" ".join(case.flags).encode(), reason=b"", sha256=case.sha256.encode(), strict=0,
+                     state=CASE_OK)
+        handle = self.lib.lacs_case_entry_open(ctypes.byref(c))
+        if not handle:
+            raise HarnessError(self.last_error())
+        return handle
+
+    def open_vector(self, path, sha256=None):
+        """A lacs_vector pointer, verified against sha256 when given (close it
+        with close_vector); HarnessError with the checker's message (which names
+        the file and the kind) if it is rejected."""
+        handle = self.lib.lacs_vector_open_verified(_bytes(path), sha256.encode() if sha256 else None)
         if not handle:
             raise HarnessError(self.last_error())
         return handle
 
     def close_vector(self, handle):
         self.lib.lacs_vector_close(handle)
+
+    def vector_text(self, handle, field):
+        value = self.lib.lacs_vector_text(handle, field.encode())
+        return value.decode("utf-8", "surrogateescape") if value is not None else None
+
+    def vector_tensors(self, handle, which):
+        """[(name, numpy array as the function sees it)]: F32 -> float32, BF16
+        -> float32 (exact), I64 -> int64, F64 -> float64; fresh copies."""
+        tensors = []
+        for i in range(self.lib.lacs_vector_count(handle, which)):
+            t = LacsTensor()
+            if self.lib.lacs_vector_tensor(handle, which, i, ctypes.byref(t)) != LACS_OK:
+                raise HarnessError(self.last_error())
+            shape = tuple(t.shape[d] for d in range(t.ndim))
+            count = int(np.prod(shape, dtype=np.int64))
+            item = {LACS_F32: 4, LACS_BF16: 2, LACS_F64: 8, LACS_I64: 8}[t.dtype]
+            raw = ctypes.string_at(t.data, count * item) if count else b""
+            if t.dtype == LACS_F32:
+                array = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+            elif t.dtype == LACS_BF16:
+                array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
+            elif t.dtype == LACS_F64:
+                array = np.frombuffer(raw, dtype="<f8").astype(np.float64)
+            else:
+                array = np.frombuffer(raw, dtype="<i8").astype(np.int64)
+            tensors.append((t.name.decode("utf-8"), array.reshape(shape).copy()))
+        return tensors
+
+    def vector_params(self, handle):
+        params = {}
+        for i in range(self.lib.lacs_vector_count(handle, LACS_VECTOR_PARAMS)):
+            p = LacsParam()
+            self.lib.lacs_vector_param(handle, i, ctypes.byref(p))
+            params[p.name.decode("utf-8")] = float(p.value)
+        return params
 
     def describe_element(self, handle, output_index, element_index):
         buffer = ctypes.create_string_buffer(DESCRIBE_BUFFER)
@@ -236,6 +375,92 @@ class Library:
             raise HarnessError(self.last_error())
         return result
 
+    # -- files
+
+    def check_output_file(self, path, vectors=None):
+        """HarnessError unless a report may be written to path (lacs_output_file_check)."""
+        if self.lib.lacs_output_file_check(_bytes(path), _bytes(vectors), OUTPUT_REPLACE | OUTPUT_NOT_GOLDEN) != 0:
+            raise HarnessError(f"cannot write the report: {self.last_error()}")
+
+    def write_output_file(self, path, what, text, vectors=None):
+        data = text.encode("utf-8")
+        if self.lib.lacs_output_file_write(_bytes(path), data, len(data), _bytes(vectors),
+                                           OUTPUT_REPLACE | OUTPUT_NOT_GOLDEN) != 0:
+            raise HarnessError(f"cannot write the {what} report: {self.last_error()}")
+
+    # -- the verdict
+
+    def taken_text(self, pointer):
+        """A malloc'd C string, read and freed."""
+        if not pointer:
+            return ""
+        try:
+            return ctypes.string_at(pointer).decode("utf-8", "replace")
+        finally:
+            self.lib.lacs_verdict_free_text(pointer)
+
+
+def _words(value):
+    """A declaration's list: None, or a space-separated string of names."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.replace(",", " ").split()
+    return " ".join(str(v) for v in value)
+
+
+class Verdict:
+    """lacs_verdict (verdict.h) through the library: the one verdict of `lacs
+    check` and of this harness."""
+
+    def __init__(self, library, strict_level=False):
+        self.library = library
+        self.handle = library.lib.lacs_verdict_new(1 if strict_level else 0)
+        if not self.handle:
+            raise HarnessError("out of memory")
+
+    def close(self):
+        if self.handle:
+            self.library.lib.lacs_verdict_free(self.handle)
+            self.handle = None
+
+    def declare(self, description):
+        """A function's lacs_describe: {"name", "ops", "tiers", "unsupported"}."""
+        def field(key):
+            value = _words(description.get(key))
+            return value.encode("utf-8") if value else None
+        name = description.get("name")
+        self.library.lib.lacs_verdict_declare(self.handle, str(name).encode("utf-8") if name else None,
+                                              field("ops"), field("tiers"), field("unsupported"))
+
+    def excludes(self, case):
+        why = ctypes.create_string_buffer(1024)
+        if self.library.lib.lacs_verdict_excludes(self.handle, case.op.encode(), case.tier.encode(),
+                                                  " ".join(case.flags).encode(), why, 1024):
+            return why.value.decode("utf-8", "replace")
+        return None
+
+    def add(self, result):
+        case = result.case
+        self.library.lib.lacs_verdict_add(self.handle, case.op.encode(), case.tier.encode(),
+                                          case.id.encode("utf-8"), " ".join(case.flags).encode(),
+                                          1 if result.strict else 0, result.outcome)
+
+    def scope(self, text):
+        self.library.lib.lacs_verdict_scope(self.handle, text.encode("utf-8"))
+
+    def table(self):
+        return self.library.taken_text(self.library.lib.lacs_verdict_table(self.handle))
+
+    def citation(self):
+        return self.library.taken_text(self.library.lib.lacs_verdict_citation(self.handle))
+
+    def json_text(self):
+        return self.library.taken_text(self.library.lib.lacs_verdict_json(self.handle))
+
+    def exit_status(self):
+        return self.library.lib.lacs_verdict_exit_status(self.handle)
+
 
 # ---- the implementation ----
 
@@ -244,13 +469,7 @@ def load_impl(spec):
     (it ends in .py or names an existing file; its directory goes first on
     sys.path, as when running it as a script); otherwise a module name for
     importlib.import_module."""
-    prefix = "python:"
-    if not spec.startswith(prefix):
-        raise HarnessError(f"unsupported implementation {spec!r}: the Python harness runs "
-                           "python:FILE_OR_MODULE:FUNCTION (builtin:* and PATH.so are for build/lacs check)")
-    where, sep, function = spec[len(prefix):].rpartition(":")
-    if not sep or not where or not function:
-        raise HarnessError(f"bad implementation {spec!r}: expected python:FILE_OR_MODULE:FUNCTION")
+    where, function = parse_impl(spec)
     if where.endswith(".py") or os.sep in where or "/" in where or os.path.isfile(where):
         module = _import_file(where)
     else:
@@ -261,6 +480,41 @@ def load_impl(spec):
     if not callable(fn):
         raise HarnessError(f"{where}: {function!r} is not a function")
     return fn
+
+
+def parse_impl(spec):
+    """(FILE_OR_MODULE, FUNCTION) of `python:FILE_OR_MODULE:FUNCTION`."""
+    prefix = "python:"
+    if not spec.startswith(prefix):
+        raise HarnessError(f"unsupported implementation {spec!r}: the Python harness runs "
+                           "python:FILE_OR_MODULE:FUNCTION (builtin:* and PATH.so are for build/lacs check)")
+    where, sep, function = spec[len(prefix):].rpartition(":")
+    if not sep or not where or not function:
+        raise HarnessError(f"bad implementation {spec!r}: expected python:FILE_OR_MODULE:FUNCTION")
+    return where, function
+
+
+def describe_impl(fn):
+    """The function's declaration (its `lacs_describe` attribute: a dict or a
+    function returning one), checked; None when it declares nothing."""
+    description = getattr(fn, "lacs_describe", None)
+    if description is None:
+        return None
+    try:
+        if callable(description):
+            description = description()
+    except Exception as e:
+        raise HarnessError(f"the implementation's lacs_describe raised {_summary(e)}") from None
+    if description is None:
+        return None
+    if not isinstance(description, dict) or set(description) - {"name", "ops", "tiers", "unsupported"}:
+        raise HarnessError("lacs_describe must be a dict with the keys name, ops, tiers, unsupported (SPEC.md 11.7)")
+    for key in ("ops", "tiers", "unsupported"):
+        value = description.get(key)
+        if value is not None and not (isinstance(value, str) or
+                                      (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))):
+            raise HarnessError(f"lacs_describe[{key!r}] must be a list of names or None")
+    return description
 
 
 def _summary(error):
@@ -297,40 +551,25 @@ def _import_module(name):
 # ---- the cases ----
 
 class Case:
-    """One vector file: id (the file name without .safetensors), path, op and
-    tier (from its metadata; if it does not load, its folder's op and the tier
-    in its id), flags and reason (empty if it does not load), error (why it
-    does not load, in the C loader's words, or None).
+    """One case of a vectors directory, as lacs_cases_find lists it: path (a
+    str, surrogate-escaped where the file name is not UTF-8), id (printable),
+    op, tier, flags (list), reason (printable: the metadata's, or why the case
+    is not OK), sha256 (the manifest's, "" unverified), strict, state
+    (CASE_OK, CASE_INVALID, CASE_MISSING, CASE_UNLISTED), and error (None when
+    OK, else the reason)."""
 
-    A file that does not load is still a case, as in build/lacs: `check`
-    reports it as a FAIL with the loader's message, `list` shows the message."""
-
-    def __init__(self, library, path, op):
-        self.path = path
-        self.id = os.path.basename(path)[:-len(".safetensors")]
-        self.op, self.tier = op, _tier_from_id(self.id)
-        self.flags, self.reason, self.error = [], "", None
-        try:
-            # the C loader first: it is the one `check` and build/lacs use, and
-            # it refuses more (metadata the checker needs) than the Python reader
-            library.close_vector(library.open_vector(path))
-            meta = load_vector(path).meta
-        except (HarnessError, FormatError, OSError) as e:
-            self.error = str(e)
-            return
-        self.op = meta.get("op") or op
-        self.tier = meta.get("tier") or self.tier
-        self.flags = list(meta.get("flags") or [])
-        self.reason = meta.get("reason") or ""
-
-
-def _tier_from_id(case_id):
-    """The tier in an id `<op>-<tier>-<name>`, for a file whose metadata
-    cannot be read ("?" if none)."""
-    for tier in TIERS:
-        if f"-{tier}-" in case_id:
-            return tier
-    return "?"
+    def __init__(self, library, c):
+        self.path = os.fsdecode(c.path)
+        self.raw_path, self.raw_id = bytes(c.path), bytes(c.id)
+        self.id = library.printable(c.id)
+        self.op = c.op.decode("utf-8", "replace")
+        self.tier = c.tier.decode("utf-8", "replace")
+        self.flags = (c.flags or b"").decode("utf-8", "replace").split()
+        self.reason = library.printable(c.reason)
+        self.sha256 = c.sha256.decode("ascii")
+        self.strict = bool(c.strict)
+        self.state = c.state
+        self.error = None if self.state == CASE_OK else self.reason
 
 
 def vectors_dir(given):
@@ -362,24 +601,23 @@ def check_filters(library, ops, tier):
         raise HarnessError(f"unknown tier '{tier}' (tiers: {', '.join(TIERS)})")
 
 
-def find_cases(library, directory, ops=None, tier=None):
-    """Every DIR/<op>/*.safetensors for the ops of the op table (only `ops`
-    when given), whose op and tier pass the filters, sorted by id. Files are
-    loaded one at a time."""
-    wanted = set(ops) if ops else None
-    paths = []
-    for op in library.op_names():
-        folder = os.path.join(directory, op)
-        if (wanted is None or op in wanted) and os.path.isdir(folder):
-            paths.extend((name[:-len(".safetensors")], os.path.join(folder, name), op)
-                         for name in os.listdir(folder)
-                         if name.endswith(".safetensors") and not name.startswith("."))
-    cases = []
-    for _, path, op in sorted(paths):
-        case = Case(library, path, op)
-        if (wanted is None or case.op in wanted) and (tier is None or case.tier == tier):
-            cases.append(case)
-    return cases
+def find_cases(library, directory, ops=None, tier=None, verify=True, read=False):
+    """(cases, manifest path or None): lacs_cases_find's list for the ops and
+    tier, sorted by id; with `verify`, checked against the manifest covering
+    the directory (HarnessError when there is none); with `read` (or without
+    `verify`), every file read once for its metadata (`list`)."""
+    mode = (CASES_VERIFY if verify else 0) | (CASES_READ if read or not verify else 0)
+    handle = library.lib.lacs_cases_open(_bytes(directory), ",".join(ops or ()).encode(),
+                                         tier.encode() if tier else None, mode)
+    if not handle:
+        raise HarnessError(library.last_error())
+    try:
+        cases = [Case(library, library.lib.lacs_cases_get(handle, i).contents)
+                 for i in range(library.lib.lacs_cases_count(handle))]
+        manifest = library.lib.lacs_cases_manifest(handle)
+        return cases, (os.fsdecode(manifest) if manifest else None)
+    finally:
+        library.lib.lacs_cases_close(handle)
 
 
 def shard(cases, index, count):
@@ -387,7 +625,7 @@ def shard(cases, index, count):
     return [c for i, c in enumerate(cases) if i % count == index - 1]
 
 
-# ---- running one case ----
+# ---- one case ----
 
 class OutputResult:
     """One output's comparison: the fields of lacs_output_check, plus `where`
@@ -409,151 +647,233 @@ class OutputResult:
 
 
 class CaseResult:
-    """status (PASS, FAIL, SKIP), ratio (the worst, None if not compared),
-    outputs (OutputResult list), message (None or one line), traceback (text
-    or None), seconds."""
+    """status (PASS, FAIL, SKIP), outcome (OUTCOME_*: the verdict's), strict,
+    ratio (the worst, None if not compared), outputs (OutputResult list),
+    message (None or one printable line), traceback (text or None), seconds."""
 
     def __init__(self, case):
         self.case = case
         self.status = FAIL
+        self.outcome = OUTCOME_FAIL
+        self.strict = case.strict
         self.ratio = None
         self.outputs = []
         self.message = None
         self.traceback = None
         self.seconds = 0.0
 
+    def fail(self, message, outcome=OUTCOME_FAIL):
+        self.status, self.outcome, self.message = FAIL, outcome, message
 
-def _to_float64(name, value):
+    def skip(self, message, outcome=OUTCOME_SKIP):
+        self.status, self.outcome, self.message = SKIP, outcome, message
+
+
+def to_float64(name, value):
     """An output as a C-contiguous float64 array; ValueError naming the output
-    if it is not numeric. Torch tensors (bfloat16 included) go through
-    .detach().cpu(); anything else through numpy.asarray (__array__)."""
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        value = value.detach().cpu()
-        try:
-            value = value.numpy()
-        except (TypeError, RuntimeError):  # bfloat16 and other dtypes NumPy lacks: widen exactly
-            value = value.double().numpy()
+    if it cannot be one, whatever went wrong (a torch meta tensor, a .cpu()
+    that raises after an asynchronous CUDA fault). Torch tensors (bfloat16
+    included) go through .detach().cpu(); anything else through
+    numpy.asarray (__array__)."""
     try:
+        if hasattr(value, "detach") and hasattr(value, "cpu"):
+            value = value.detach().cpu()
+            try:
+                value = value.numpy()
+            except (TypeError, RuntimeError):  # bfloat16 and other dtypes NumPy lacks: widen exactly
+                value = value.double().numpy()
         array = np.asarray(value)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any failure here is the implementation's, and fails its case
         raise ValueError(f"output '{name}' is not an array ({_summary(e)})") from None
     if array.dtype.kind not in "fiu":
         raise ValueError(f"output '{name}' is not a real numeric array (dtype {array.dtype})")
     return np.ascontiguousarray(array, dtype=np.float64)
 
 
+_to_float64 = to_float64  # the name older tests use
+
+
 def _shape_text(shape):
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-def _outputs_problem(outputs, expected):
+def outputs_problem(outputs, expected):
     """A one-line message if the output names or shapes differ from the
-    goldens', else None."""
+    goldens' ({name: shape}), else None."""
     missing = [n for n in expected if n not in outputs]
     if missing:
-        return "missing output " + ", ".join(f"'{n}' {_shape_text(expected[n].shape)}" for n in missing)
+        return "missing output " + ", ".join(f"'{n}' {_shape_text(expected[n])}" for n in missing)
     extra = [n for n in outputs if n not in expected]
     if extra:
         return (f"extra output {', '.join(repr(n) for n in extra)}: the outputs of this case are "
                 f"{', '.join(expected)}")
-    for name, golden in expected.items():
-        if outputs[name].shape != golden.shape:
-            return (f"output '{name}' has shape {_shape_text(outputs[name].shape)}, expected "
-                    f"{_shape_text(golden.shape)}")
+    for name, shape in expected.items():
+        if tuple(outputs[name].shape) != tuple(shape):
+            return f"output '{name}' has shape {_shape_text(outputs[name].shape)}, expected {_shape_text(shape)}"
     return None
 
 
-def run_case(library, fn, case):
-    """Runs `fn` on `case` and judges its outputs. Never raises for what the
-    implementation does; KeyboardInterrupt goes through."""
-    result = CaseResult(case)
-    start = time.perf_counter()
-    try:
-        _run(library, fn, case, result)
-    finally:
-        result.seconds = time.perf_counter() - start
-    return result
+class Request:
+    """What the function is called with for one case: op, inputs, params; and
+    what the checker keeps: the vector handle and the goldens' shapes."""
 
-
-def _run(library, fn, case, result):
-    if case.error is not None:
-        result.message = case.error
-        return
-    try:
-        handle = library.open_vector(case.path)  # the C loader's verdict first, as in Case
-    except HarnessError as e:
-        result.message = str(e)
-        return
-    try:
-        _run_loaded(library, fn, case, handle, result)
-    finally:
-        library.close_vector(handle)
-
-
-def _call(fn, vector, result):
-    """fn's outputs as {name: float64 array}, or None with result's status and
-    message set (SKIP, or FAIL for an exception or an unusable result)."""
-    # writable copies: the implementation may hand them to torch.from_numpy or modify them
-    inputs = {name: np.array(array) for name, array in vector.inputs.items()}
-    params = {name: float(value) for name, value in vector.params.items()}
-    try:
-        returned = fn(vector.op, inputs, params)
-    except NotImplementedError as e:
-        result.status = SKIP
-        result.message = f"unsupported by the implementation ({_summary(e)})"
-        return None
-    except (Exception, SystemExit) as e:
-        result.message = _summary(e)
-        # from the implementation's frame on: the harness's own frame says nothing
-        result.traceback = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
-        return None
-    if returned is None:
-        result.status = SKIP
-        result.message = "unsupported by the implementation (it returned None)"
-        return None
-    if not isinstance(returned, dict):
-        result.message = (f"the implementation returned {type(returned).__name__}, expected a dict of "
-                          "output name -> array")
-        return None
-    outputs = {}
-    for name, value in returned.items():
-        if not isinstance(name, str):
-            result.message = f"output name {name!r} is not a string"
-            return None
+    def __init__(self, library, case):
+        self.library = library
+        self.case = case
+        self.handle = library.open_case(case)  # verified as it is loaded: what runs is what was hashed
         try:
-            outputs[name] = _to_float64(name, value)
-        except ValueError as e:
-            result.message = str(e)
-            return None
-    return outputs
+            self.op = library.vector_text(self.handle, "op")
+            self.inputs = dict(library.vector_tensors(self.handle, LACS_VECTOR_INPUTS))
+            self.params = library.vector_params(self.handle)
+            self.expected = {name: array.shape for name, array in
+                             library.vector_tensors(self.handle, LACS_VECTOR_GOLDENS)}
+            self.strict = bool(library.lib.lacs_vector_is_strict(self.handle))
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.handle:
+            self.library.close_vector(self.handle)
+            self.handle = None
 
 
-def _run_loaded(library, fn, case, handle, result):
-    try:
-        vector = load_vector(case.path)
-    except (FormatError, OSError) as e:
-        result.message = str(e)
-        return
-    outputs = _call(fn, vector, result)
-    if outputs is None:
-        return
-    problem = _outputs_problem(outputs, vector.expected)
+def judge(library, request, outputs, result):
+    """Compares float64 outputs with the goldens (the C checker) into result."""
+    problem = outputs_problem(outputs, request.expected)
     if problem is not None:
-        result.message = problem
+        result.fail(library.printable(problem))
         return
     try:
-        check = library.check_outputs(handle, outputs)
+        check = library.check_outputs(request.handle, outputs)
     except HarnessError as e:
-        result.message = str(e)
+        result.fail(str(e))
         return
+    names = list(request.expected)
     for i in range(check.n_outputs):
-        # output i of the result is output i of the vector
         output = check.outputs[i]
         name = output.name.decode("utf-8", "replace")
-        if name in vector.expected and 0 <= output.worst_element < vector.expected[name].size:
-            where = library.describe_element(handle, i, output.worst_element)
+        size = int(np.prod(request.expected[name], dtype=np.int64)) if name in request.expected else 0
+        if 0 <= output.worst_element < size:
+            where = library.describe_element(request.handle, names.index(name), output.worst_element)
         else:
             where = f"{name} (no element)"
         result.outputs.append(OutputResult(output, where))
     result.ratio = check.ratio
-    result.status = PASS if check.ratio <= 1.0 else FAIL  # NaN fails
+    if check.ratio <= 1.0:  # NaN fails
+        result.status, result.outcome = PASS, OUTCOME_PASS
+    else:
+        result.fail(None)
+
+
+def prepare(library, case, verdict):
+    """(result, request): a CaseResult, and the Request to run, or None when the
+    case is not run (a rejected vector; excluded by the declaration)."""
+    result = CaseResult(case)
+    if case.state != CASE_OK:
+        result.fail(case.reason, OUTCOME_INVALID)
+        return result, None
+    why = verdict.excludes(case) if verdict is not None else None
+    if why:
+        result.skip(why, OUTCOME_EXCLUDED)
+        return result, None
+    try:
+        request = Request(library, case)
+    except HarnessError as e:
+        result.fail(str(e), OUTCOME_INVALID)
+        return result, None
+    result.strict = request.strict
+    return result, request
+
+
+class _ExitCalled(BaseException):
+    """os._exit called by the function in the harness's process (--in-process)."""
+
+
+@contextlib.contextmanager
+def _guarded_call():
+    """In the harness's process: what the function prints goes to stderr, the
+    working directory comes back, and os._exit raises instead of ending the
+    run without a report."""
+    sys.stdout.flush()
+    saved_stdout_fd = os.dup(1)
+    saved_stdout, saved_cwd, saved_exit = sys.stdout, os.getcwd(), os._exit
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def exit_called(status):
+        raise _ExitCalled(status)
+    os._exit = exit_called
+    try:
+        yield
+    finally:
+        os._exit = saved_exit
+        sys.stdout.flush()
+        sys.stdout = saved_stdout
+        os.dup2(saved_stdout_fd, 1)
+        os.close(saved_stdout_fd)
+        with contextlib.suppress(OSError):
+            os.chdir(saved_cwd)
+
+
+def call_function(fn, op, inputs, params):
+    """fn's outputs as {name: float64 array}, or (status, message, traceback)
+    when it skipped or failed. Never raises for what the function does;
+    KeyboardInterrupt goes through. Used in the worker and --in-process."""
+    try:
+        returned = fn(op, inputs, params)
+    except NotImplementedError as e:
+        return (SKIP, f"unsupported by the implementation ({_summary(e)})", None)
+    except _ExitCalled as e:
+        return (FAIL, f"the implementation called os._exit({e.args[0]})", None)
+    except (Exception, SystemExit) as e:
+        # from the implementation's frame on: the harness's own frame says nothing
+        return (FAIL, _summary(e), "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next)))
+    if returned is None:
+        return (SKIP, "unsupported by the implementation (it returned None)", None)
+    if not isinstance(returned, dict):
+        return (FAIL, f"the implementation returned {type(returned).__name__}, expected a dict of "
+                      "output name -> array", None)
+    outputs = {}
+    for name, value in returned.items():
+        if not isinstance(name, str):
+            return (FAIL, f"output name {name!r} is not a string", None)
+        try:
+            outputs[name] = to_float64(name, value)
+        except ValueError as e:
+            return (FAIL, str(e), None)
+        except _ExitCalled as e:
+            return (FAIL, f"the implementation called os._exit({e.args[0]})", None)
+    return outputs
+
+
+def settle(library, request, answer, result):
+    """Turns call_function's answer into result (judging outputs)."""
+    if isinstance(answer, dict):
+        judge(library, request, answer, result)
+        return
+    status, message, trace = answer
+    message = library.printable(message)
+    if status == SKIP:
+        result.skip(message)
+    else:
+        result.fail(message)
+        result.traceback = trace
+
+
+def run_case(library, fn, case, verdict=None):
+    """Runs `fn` on `case` in this process and judges its outputs (the
+    --in-process path, and tests). Never raises for what the implementation
+    does; KeyboardInterrupt goes through."""
+    start = time.perf_counter()
+    result, request = prepare(library, case, verdict)
+    try:
+        if request is not None:
+            with _guarded_call():
+                answer = call_function(fn, request.op, request.inputs, request.params)
+            settle(library, request, answer, result)
+    finally:
+        if request is not None:
+            request.close()
+        result.seconds = time.perf_counter() - start
+    return result

@@ -51,6 +51,17 @@ Beyond those, from the same machinery:
   softmax_attn, fox causal softmax of scale QK^T (+ log Gamma after the scale) (4.8, 4.10).
   softcap(_vjp), rmsnorm(_vjp), l2norm(_vjp)   SPEC 4.14, 4.17, 4.18, 3.
 
+The gradients of the ops on sequences (<op>_vjp, SPEC 4.19), by the oracle's
+own adjoints of the forms above, not the reference's token-by-token one:
+  recurrent VJPs    the adjoint of the chunked matrix form (chunks of 64, the
+                    state's cotangent passed back between chunks): the
+                    products, the solve (I + diag(c) L)^{-T}, the decays; the
+                    gate's gradient summed over the pairs whose interval holds
+                    it; EFLA's c(beta, ||k||^2) by the chain rule.
+  softmax_attn, fox the matrix form's adjoint; path_attn H12's WY form with
+                    beta not absorbed (beta = 0 needs no sqrt); deltaformer
+                    O = A (I + diag(beta) B)^{-1} V differentiated as such.
+
 Command line:
   PYTHONPATH=python /usr/bin/python3 tests/oracle/oracle.py [--vectors DIR] [--op OP] [-v]
 recomputes every vector of the manifest whose op is supported and compares it
@@ -740,6 +751,347 @@ def mesa_net(inputs, split=None, chunk=DEFAULT_CHUNK):
 
 
 # ----------------------------------------------------------------------------
+# gradients of the ops on sequences (SPEC 4.19), by the oracle's own adjoints
+# ----------------------------------------------------------------------------
+#
+# Not the reference's token-by-token adjoint: the adjoint of the chunked matrix
+# forms above, written from their matrix algebra. For the recurrent family, per
+# chunk of C tokens from state S, with G_t the prefix sums of the log decay
+# within the chunk (per key channel; scalar gates broadcast), E_t the decay of
+# the state the correction reads (G_t; Comba: G_{t-1}, 0 for the first token):
+#   P_tj  = sum_c q_tc k_jc e^{G_tc - G_jc}  (j <= t)     L_tj = sum_c k_tc k_jc e^{E_tc - G_jc}  (j < t)
+#   (I + diag(c) L) U = diag(c) (V - Kp S),  Kp_t = e^{E_t} k_t      (U = V for linear attention)
+#   O = scale (Qp S + P U),  Qp_t = e^{G_t} q_t
+#   S' = e^{G_n} S + Kn^T U,  Kn_j = e^{G_n - G_j} k_j
+# and the chunk's adjoint, given dO and dS' (the cotangent of S', passed back
+# from the next chunk), is that of each matrix product and of the solve
+# (Y = (I + diag(c) L)^{-T} dU); the gate's gradient collects dG_t and is its
+# reverse cumulative sum within the chunk, since G_t sums the chunk's g_s, s <= t.
+
+
+def _phi_derivative(x):
+    """phi'(x), phi(x) = (1 - e^{-x}) / x: the series sum_{m>=1} m (-1)^m x^{m-1} / (m+1)!
+    where |x| < 1/2 (no cancellation), else (e^{-x} - phi(x)) / x."""
+    x = np.asarray(x, dtype=np.float64)
+    coef = [m * (-1.0) ** m / math.factorial(m + 1) for m in range(1, 31)]
+    series = np.polyval(coef[::-1], x)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        closed = (np.exp(-x) + np.expm1(-x) / x) / x
+    return np.where(np.abs(x) < 0.5, series, closed)
+
+
+def _chunk_vjp(qc, kc, vc, cc, gc, S, scale, comba, dO, dSn):
+    """One chunk: the forward's U and the adjoint. cc None for linear attention.
+    Returns (dq, dk, dv, dc, dg, dS) for the chunk, dc None without cc."""
+    n, K = kc.shape
+    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    lower, strict = (jj <= ii)[:, :, None], (jj < ii)[:, :, None]
+    G = np.cumsum(gc, axis=0)
+    E = np.vstack([np.zeros((1, K)), G[:-1]]) if comba else G
+    gam = np.where(lower, np.exp(np.where(lower, G[:, None, :] - G[None, :, :], 0.0)), 0.0)      # [t, j, c]
+    gam_e = np.where(strict, np.exp(np.where(strict, E[:, None, :] - G[None, :, :], 0.0)), 0.0)
+    P = np.einsum("tc,jc,tjc->tj", qc, kc, gam)
+    Qp, Kp = np.exp(G) * qc, np.exp(E) * kc
+    Kn = np.exp(G[-1] - G) * kc
+    if cc is not None:
+        Lm = np.einsum("tc,jc,tjc->tj", kc, kc, gam_e)
+        A = np.eye(n) + cc[:, None] * Lm
+        R = vc - Kp @ S
+        U = np.linalg.solve(A, cc[:, None] * R)
+    else:
+        U = vc
+    dU = scale * P.T @ dO + Kn @ dSn
+    dS = scale * Qp.T @ dO + np.exp(G[-1])[:, None] * dSn
+    dP = np.where(lower[:, :, 0], scale * dO @ U.T, 0.0)
+    dQp = scale * dO @ S.T
+    dKn = U @ dSn.T
+    dq = np.exp(G) * dQp + np.einsum("tj,jc,tjc->tc", dP, kc, gam)
+    dk = np.einsum("tj,tc,tjc->jc", dP, qc, gam) + np.exp(G[-1] - G) * dKn
+    pair = np.einsum("tj,tc,jc,tjc->tjc", dP, qc, kc, gam)
+    # the gate: g_s enters G_t for t >= s. A pair (t, j) of P holds e^{G_t - G_j},
+    # the sum over (j, t]: it reaches g_s for j < s <= t; summed that way, not as
+    # the difference of row and column sums, whose diagonal terms cancel.
+    dg = np.zeros((n, K))
+    rev = lambda x: np.cumsum(x[::-1], axis=0)[::-1]
+    dg += rev(Qp * dQp) + (dSn * np.exp(G[-1])[:, None] * S).sum(axis=1)[None, :]
+    dg[1:] += np.cumsum(Kn * dKn, axis=0)[:-1]     # e^{G_n - G_j}: j < s
+    for t0 in range(1, n):
+        dg[t0] += pair[t0:, :t0].sum(axis=(0, 1))
+    dc = None
+    if cc is not None:
+        Y = np.linalg.solve(A.T, dU)
+        dR = cc[:, None] * Y
+        YU = Y @ U.T
+        dc = (Y * R).sum(axis=1) - (np.where(strict[:, :, 0], Lm, 0.0) * YU).sum(axis=1)
+        dL = np.where(strict[:, :, 0], -cc[:, None] * YU, 0.0)
+        dv = dR
+        dKp = -dR @ S.T
+        dS = dS - Kp.T @ dR
+        dk = dk + np.exp(E) * dKp + np.einsum("tj,jc,tjc->tc", dL, kc, gam_e) + np.einsum("tj,tc,tjc->jc", dL, kc, gam_e)
+        pair_e = np.einsum("tj,tc,jc,tjc->tjc", dL, kc, kc, gam_e)
+        # e^{E_t}: E_t = G_t, or G_{t-1} (Comba): g_s for s <= t (s <= t - 1)
+        shift = 1 if comba else 0
+        kp = rev(Kp * dKp)
+        dg[:n - shift] += kp[shift:]
+        for t0 in range(1, n):                     # e^{E_t - G_j}: j < s <= t (t - 1)
+            dg[t0] += pair_e[t0 + shift:, :t0].sum(axis=(0, 1))
+    else:
+        dv = dU
+    return dq, dk, dv, dc, dg, dS, U
+
+
+def _recurrent_vjp_head(q, k, v, cc, glog, h0, dout, dht, scale, comba, split=None, chunk=DEFAULT_CHUNK):
+    """One (sequence, value head) of a recurrent op's VJP. glog [L, K] (zeros
+    without a decay). Returns dq, dk, dv, dc (or None), dglog [L, K], dh0 and
+    the state's cotangent after the first `split` tokens (or None)."""
+    L, K = k.shape
+    V = v.shape[1]
+    bounds, split = chunk_bounds(L, chunk, split)
+    starts, h = [], np.array(h0, dtype=np.float64, copy=True)
+    for s, e in zip(bounds[:-1], bounds[1:]):      # the forward: each chunk's first state
+        starts.append(h)
+        G = np.cumsum(glog[s:e], axis=0)
+        _, _, _, _, _, _, U = _chunk_vjp(q[s:e], k[s:e], v[s:e], None if cc is None else cc[s:e], glog[s:e], h,
+                                         scale, comba, np.zeros((e - s, V)), np.zeros((K, V)))
+        h = np.exp(G[-1])[:, None] * h + (np.exp(G[-1] - G) * k[s:e]).T @ U
+    dq, dk, dv = np.zeros((L, K)), np.zeros((L, K)), np.zeros((L, V))
+    dc = None if cc is None else np.zeros(L)
+    dg = np.zeros((L, K))
+    dS = np.array(dht, dtype=np.float64, copy=True)
+    d_split = dS.copy() if split == L else None
+    for (s, e), S in reversed(list(zip(zip(bounds[:-1], bounds[1:]), starts))):
+        r = _chunk_vjp(q[s:e], k[s:e], v[s:e], None if cc is None else cc[s:e], glog[s:e], S, scale, comba,
+                       dout[s:e], dS)
+        dq[s:e], dk[s:e], dv[s:e], dg[s:e], dS = r[0], r[1], r[2], r[4], r[5]
+        if cc is not None:
+            dc[s:e] = r[3]
+        if split is not None and s == split:
+            d_split = dS.copy()
+    return dq, dk, dv, dc, dg, dS, d_split
+
+
+def _recurrent_vjp(op, inp, scale, split=None):
+    fwd = op[:-len("_vjp")]
+    uses_beta, gate = _RECURRENT[fwd]
+    q, k, v, dout = _f64(inp["q"]), _f64(inp["k"]), _f64(inp["v"]), _f64(inp["do"])
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    G = HV // H
+    beta = _f64(inp["beta"]) if uses_beta else None
+    g, gk, gg = _f64(inp.get("g")), _f64(inp.get("gk")), _f64(inp.get("g_gamma"))
+    h0, dht = _f64(inp.get("h0")), _f64(inp.get("dht"))
+    seqs = _sequences(B, T, inp.get("cu_seqlens"))
+    N = len(seqs)
+    out = {"dq": np.zeros(q.shape), "dk": np.zeros(k.shape), "dv": np.zeros(v.shape)}
+    if beta is not None:
+        out["dbeta"] = np.zeros(beta.shape)
+    if g is not None:
+        out["dg"] = np.zeros(g.shape)
+    if gk is not None:
+        out["dgk"] = np.zeros(gk.shape)
+    if gg is not None:
+        out["dg_gamma"] = np.zeros(gg.shape)
+    if h0 is not None:
+        out["dh0"] = np.zeros(h0.shape)
+    if split is not None:
+        out["dh_split"] = np.zeros((N, HV, K, V))
+    for n, b, t0, t1 in seqs:
+        for hv in range(HV):
+            hq = hv // G
+            qs, ks, vs, ds = q[b, t0:t1, hq], k[b, t0:t1, hq], v[b, t0:t1, hv], dout[b, t0:t1, hv]
+            L = t1 - t0
+            glog = np.zeros((L, K))
+            if g is not None:
+                glog = np.repeat(g[b, t0:t1, hv][:, None], K, axis=1)
+            elif gk is not None:
+                glog = gk[b, t0:t1, hv]
+            elif gg is not None:
+                glog = np.full((L, K), float(gg.reshape(-1)[hv]))
+            cc = None
+            if beta is not None:
+                bs = beta[b, t0:t1, hv]
+                knorm2 = np.sum(ks * ks, axis=1)
+                cc = efla_coefficient(bs, knorm2) if fwd == "efla" else bs
+            hi = np.zeros((K, V)) if h0 is None else h0[n, hv]
+            dh = np.zeros((K, V)) if dht is None else dht[n, hv]
+            dq, dk, dv, dc, dglog, dh0, dsp = _recurrent_vjp_head(qs, ks, vs, cc, glog, hi, ds, dh, scale,
+                                                                  fwd == "comba", split)
+            if fwd == "efla":    # c(beta, ||k||^2): dc/dbeta = e^{-x}, dc/d||k||^2 = beta^2 phi'(x), x = beta ||k||^2
+                x = bs * knorm2
+                dk = dk + 2 * ks * (dc * bs * bs * _phi_derivative(x))[:, None]
+                dc = dc * np.exp(-x)
+            out["dq"][b, t0:t1, hq] += dq
+            out["dk"][b, t0:t1, hq] += dk
+            out["dv"][b, t0:t1, hv] = dv
+            if beta is not None:
+                out["dbeta"][b, t0:t1, hv] = dc
+            if g is not None:
+                out["dg"][b, t0:t1, hv] = dglog.sum(axis=1)
+            if gk is not None:
+                out["dgk"][b, t0:t1, hv] = dglog
+            if gg is not None:
+                out["dg_gamma"].reshape(-1)[hv] += dglog.sum()
+            if h0 is not None:
+                out["dh0"][n, hv] = dh0
+            if split is not None:
+                out["dh_split"][n, hv] = dsp
+    return out
+
+
+def _softmax_adjoint(P, dP):
+    """dL = P (.) (dP - sum_m P_m dP_m) row by row, evaluated about each row's
+    largest weight J: dP_j - D = (dP_j - dP_J) - sum_{m != J} P_m (dP_m - dP_J),
+    which does not cancel where P_J is near 1."""
+    if P.size == 0:
+        return np.zeros(P.shape)
+    J = np.argmax(P, axis=1)
+    rows = np.arange(P.shape[0])
+    rel = dP - dP[rows, J][:, None]
+    S = (P * rel).sum(axis=1) - P[rows, J] * rel[rows, J]
+    return P * (rel - S[:, None])
+
+
+def _gate_gradient(dL):
+    """l_ij holds sum_{tau=j+1..i} g_tau: dg_s = sum_{i >= s} sum_{j < s} dL_ij,
+    the pairs whose interval holds s, summed as such."""
+    n = dL.shape[0]
+    return np.array([dL[s:, :s].sum() for s in range(n)])
+
+
+def _fox_vjp_head(q, k, v, g, gg, scale, dout):
+    n = q.shape[0]
+    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    L = scale * (q @ k.T)
+    if g is not None:
+        Gc = np.cumsum(g)
+        L = L + (Gc[:, None] - Gc[None, :])
+    elif gg is not None:
+        L = L + (ii - jj) * gg
+    P = _causal_softmax(L)
+    dP = np.where(jj <= ii, dout @ v.T, 0.0)
+    dL = _softmax_adjoint(P, dP)
+    return scale * dL @ k, scale * dL.T @ q, P.T @ dout, _gate_gradient(dL)
+
+
+def _path_vjp_head(q, k, v, w, beta, g, scale, dout):
+    """H12's attention matrix with beta not absorbed:
+    A = (QK^T) (.) M - ((QW^T) (.) M) T ((WK^T) (.) (M - I)),
+    T = (I + diag(beta) ((WW^T) (.) (M - I)))^{-1} diag(beta) (the WY form of
+    H_i ... H_{j+1}, H_t = I - beta_t w_t w_t^T), so beta = 0 needs no sqrt."""
+    n = q.shape[0]
+    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    lower, strict = jj <= ii, jj < ii
+    Y = np.where(lower, q @ w.T, 0.0)
+    Z = np.where(strict, w @ k.T, 0.0)
+    N = np.where(strict, w @ w.T, 0.0)
+    Ainv = np.linalg.inv(np.eye(n) + beta[:, None] * N)
+    Tm = Ainv * beta[None, :]
+    A = np.where(lower, q @ k.T, 0.0) - Y @ Tm @ Z
+    if g is not None:
+        Gc = np.cumsum(g)
+        A = A + (Gc[:, None] - Gc[None, :])
+    P = _causal_softmax(scale * A)
+    dP = np.where(lower, dout @ v.T, 0.0)
+    dA = np.where(lower, scale * _softmax_adjoint(P, dP), 0.0)
+    dX = -dA
+    dY = np.where(lower, dX @ (Tm @ Z).T, 0.0)
+    dZ = np.where(strict, (Y @ Tm).T @ dX, 0.0)
+    dT = Y.T @ dX @ Z.T
+    dAinv = dT * beta[None, :]
+    dbeta = (Ainv * dT).sum(axis=0)               # Tm = Ainv diag(beta)
+    dBN = -Ainv.T @ dAinv @ Ainv.T                # d(diag(beta) N)
+    dBN = np.where(strict, dBN, 0.0)
+    dbeta = dbeta + (dBN * N).sum(axis=1)
+    dN = beta[:, None] * dBN
+    dq = dA @ k + dY @ w
+    dk = dA.T @ q + dZ.T @ w
+    dw = dY.T @ q + dZ @ k + (dN + dN.T) @ w
+    return dq, dk, P.T @ dout, dw, dbeta, _gate_gradient(dA)
+
+
+def _deltaformer_vjp_head(q, k, v, beta, scale, form, dout):
+    n = q.shape[0]
+    ii, jj = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    lower, strict = jj <= ii, jj < ii
+    x = q if form == 2 else k                      # B's rows read q in fla's form
+    sA, sB = scale * (q @ k.T), scale * (x @ k.T)
+    if form == 0:
+        A = np.where(lower, np.exp(np.where(lower, sA, 0.0)), 0.0)
+        Bm = np.where(strict, np.exp(np.where(strict, sB, 0.0)), 0.0)
+    else:
+        A, Bm = _causal_softmax(sA), _causal_softmax(sB, strict=True)
+    Mb = np.eye(n) + beta[:, None] * Bm
+    U = np.linalg.solve(Mb, v)
+    dA = np.where(lower, dout @ U.T, 0.0)
+    dU = A.T @ dout
+    Yv = np.linalg.solve(Mb.T, dU)
+    dBb = np.where(strict, -Yv @ U.T, 0.0)         # d(diag(beta) B)
+    dbeta = (dBb * Bm).sum(axis=1)
+    dB = beta[:, None] * dBb
+    if form == 0:
+        dsA, dsB = dA * A, dB * Bm
+    else:
+        dsA = _softmax_adjoint(A, dA)
+        dsB = np.zeros((n, n))
+        if n > 1:                                  # row 0 of B has no weight
+            dsB[1:] = _softmax_adjoint(np.where(strict, Bm, 0.0)[1:], np.where(strict, dB, 0.0)[1:])
+            dsB = np.where(strict, dsB, 0.0)
+    dq = scale * dsA @ k
+    dk = scale * dsA.T @ q + scale * dsB.T @ x
+    dx = scale * dsB @ k
+    if form == 2:
+        dq = dq + dx
+    else:
+        dk = dk + dx
+    return dq, dk, Yv, dbeta
+
+
+def _attention_vjp(op, inp, scale, form=1):
+    q, k, v, dout = _f64(inp["q"]), _f64(inp["k"]), _f64(inp["v"]), _f64(inp["do"])
+    g, gg, beta, w = _f64(inp.get("g")), _f64(inp.get("g_gamma")), _f64(inp.get("beta")), _f64(inp.get("w"))
+    B, T, H, K = q.shape
+    HV = v.shape[2]
+    G = HV // H
+    out = {"dq": np.zeros(q.shape), "dk": np.zeros(k.shape), "dv": np.zeros(v.shape)}
+    for name, x in (("dg", g), ("dg_gamma", gg), ("dbeta", beta), ("dw", w)):
+        if x is not None:
+            out[name] = np.zeros(x.shape)
+    for n, b, t0, t1 in _sequences(B, T, inp.get("cu_seqlens")):
+        for hv in range(HV):
+            hq = hv // G
+            qs, ks, vs, ds = q[b, t0:t1, hq], k[b, t0:t1, hq], v[b, t0:t1, hv], dout[b, t0:t1, hv]
+            gs = None if g is None else g[b, t0:t1, hv]
+            bs = None if beta is None else beta[b, t0:t1, hv]
+            if op in ("softmax_attn_vjp", "fox_vjp"):
+                ggv = None if gg is None else float(gg.reshape(-1)[hv])
+                dq, dk, dv, dgate = _fox_vjp_head(qs, ks, vs, gs, ggv, scale, ds)
+                if g is not None:
+                    out["dg"][b, t0:t1, hv] = dgate
+                if gg is not None:
+                    out["dg_gamma"].reshape(-1)[hv] += dgate.sum()
+            elif op == "path_attn_vjp":
+                dq, dk, dv, dw, db, dgate = _path_vjp_head(qs, ks, vs, w[b, t0:t1, hq], bs, gs, scale, ds)
+                out["dw"][b, t0:t1, hq] += dw
+                out["dbeta"][b, t0:t1, hv] = db
+                if g is not None:
+                    out["dg"][b, t0:t1, hv] = dgate
+            else:  # deltaformer_vjp
+                dq, dk, dv, db = _deltaformer_vjp_head(qs, ks, vs, np.ones(t1 - t0) if bs is None else bs, scale,
+                                                       int(form), ds)
+                if beta is not None:
+                    out["dbeta"][b, t0:t1, hv] = db
+            out["dq"][b, t0:t1, hq] += dq
+            out["dk"][b, t0:t1, hq] += dk
+            out["dv"][b, t0:t1, hv] = dv
+    return out
+
+
+VJP_RECURRENT = tuple(op + "_vjp" for op in ("linear_attn", "retention", "simple_gla", "gla", "delta_rule",
+                                             "gated_delta_rule", "comba", "efla"))
+VJP_ATTENTION = ("softmax_attn_vjp", "fox_vjp", "deltaformer_vjp", "path_attn_vjp")
+
+
+# ----------------------------------------------------------------------------
 # vectors: recompute, compare, report
 # ----------------------------------------------------------------------------
 
@@ -747,7 +1099,7 @@ SEQUENCE_OPS = tuple(_RECURRENT) + ("mesa_net", "deltaformer", "path_attn", "sof
 ELEMENTWISE_OPS = ("dyt", "dyisru", "dyt_vjp", "dyisru_vjp", "softcap", "softcap_vjp",
                    "rmsnorm", "rmsnorm_vjp", "l2norm", "l2norm_vjp")
 SIGNED_ZERO_OPS = ("dyt", "dyisru", "softcap", "rmsnorm")   # forward y: the tables fix the sign of 0
-SUPPORTED_OPS = SEQUENCE_OPS + ELEMENTWISE_OPS
+SUPPORTED_OPS = SEQUENCE_OPS + ELEMENTWISE_OPS + VJP_RECURRENT + VJP_ATTENTION
 
 
 def _opt(inputs, name):
@@ -770,6 +1122,10 @@ def compute(op, inputs, params):
     split = None if split is None else int(split)
     if op in _RECURRENT:
         return recurrent(op, inputs, scale, split, float(p.get("eps", 0.0)))
+    if op in VJP_RECURRENT:
+        return _recurrent_vjp(op, inputs, scale, split)
+    if op in VJP_ATTENTION:
+        return _attention_vjp(op, inputs, scale, int(p.get("form", 1)))
     if op == "mesa_net":
         return mesa_net(inputs, split)
     if op == "softmax_attn":
@@ -830,6 +1186,13 @@ def _block_error(x, ref):
 
 def _blocks(op, name, shape, cu_seqlens):
     """Index tuples of the comparison blocks of one output (SPEC 5.1)."""
+    if op in VJP_RECURRENT + VJP_ATTENTION:
+        if name in ("dq", "dk", "dv", "dw", "dbeta", "dg", "dgk"):   # [B, T, heads, ...]: per (batch or sequence, head)
+            B, T, heads = shape[0], shape[1], shape[2]
+            return [(b, slice(t0, t1), h) for (_, b, t0, t1) in _sequences(B, T, cu_seqlens) for h in range(heads)]
+        if len(shape) == 4:                                           # dh0, dh_split: per (sequence, head)
+            return [(n, h) for n in range(shape[0]) for h in range(shape[1])]
+        return [(h,) for h in range(shape[0])]                        # dg_gamma: per head
     if op in SEQUENCE_OPS:
         if name == "o":            # [B, T, HV, V]: (batch or sequence, head)
             B, T, HV = shape[0], shape[1], shape[2]

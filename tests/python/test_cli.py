@@ -53,6 +53,23 @@ def vector_path(case_id):
     return os.path.join(VECTORS, op, case_id + ".safetensors")
 
 
+def copy_with_manifest(directory, ids):
+    """Copies committed vectors to directory/<op>/ with a MANIFEST.json listing
+    them (the committed entries, paths relative to directory)."""
+    with open(os.path.join(REPO, "vectors", "MANIFEST.json")) as f:
+        committed = {c["id"]: c for c in json.load(f)["cases"]}
+    entries = []
+    for case_id in ids:
+        entry = dict(committed[case_id])
+        entry["path"] = f"{entry['op']}/{case_id}.safetensors"
+        os.makedirs(os.path.join(directory, entry["op"]), exist_ok=True)
+        shutil.copy(vector_path(case_id), os.path.join(directory, entry["path"]))
+        entries.append(entry)
+    with open(os.path.join(directory, "MANIFEST.json"), "w") as f:
+        json.dump({"format": "lacs-manifest/1", "spec_version": "1.3", "generator_version": "2", "set": "test",
+                   "cases": entries}, f)
+
+
 class Run:
     """One run of the CLI: returncode, stdout, stderr, and its result lines."""
 
@@ -71,8 +88,16 @@ class Run:
                 self.order.append(m.group(3))
 
     def closing(self):
-        m = CLOSING.match(self.lines[-1]) if self.lines else None
-        return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+        """The counts of the `N passed, M failed, K skipped` line (the last but
+        one: the verdict's citable line closes the output)."""
+        for line in reversed(self.lines):
+            m = CLOSING.match(line)
+            if m:
+                return (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        return None
+
+    def citation(self):
+        return self.lines[-1] if self.lines else None
 
     def ids(self, status):
         return sorted(i for i, r in self.results.items() if r[0] == status)
@@ -246,21 +271,23 @@ class Check(CliTestCase):
         ids = case_ids("linear_attn", "fp32")
         self.assertEqual(run.closing(), (len(ids) - 1, 1, 0))
 
-    def test_corrupt_vector_fails_its_case_only(self):
+    def test_corrupt_vector_fails_its_case_and_the_run_exits_2(self):
+        # a rejected vector is the input's fault, not the implementation's: exit 2, the other cases still run
         directory = self.path("corrupt")
-        os.makedirs(os.path.join(directory, "linear_attn"))
         ids = ["linear_attn-fp32-t63", "linear_attn-fp32-t64", "linear_attn-fp32-t65"]
-        for case_id in ids:
-            shutil.copy(vector_path(case_id), os.path.join(directory, "linear_attn"))
+        copy_with_manifest(directory, ids)
         broken = os.path.join(directory, "linear_attn", "linear_attn-fp32-t64.safetensors")
         os.truncate(broken, 1000)
         run = self.lacs("check", "--impl", "builtin:reference", "--vectors", directory)
-        self.assertEqual(run.returncode, 1)
+        self.assertEqual(run.returncode, 2)
         self.assertEqual(run.order, ids)
         status, ratio, detail = run.results["linear_attn-fp32-t64"]
         self.assertEqual((status, ratio), ("FAIL", "-"))
-        self.assertIn("linear_attn-fp32-t64.safetensors", detail)
+        self.assertIn("linear_attn-fp32-t64.safetensors: hash: ", detail)
         self.assertEqual(run.closing(), (2, 1, 0))
+        self.assertTrue(run.citation().startswith("no verdict for lacs spec 1.4"), run.citation())
+        unverified = self.lacs("check", "--impl", "builtin:reference", "--vectors", directory, "--no-verify")
+        self.assertIn("header-length", unverified.results["linear_attn-fp32-t64"][2])
         listing = self.lacs("list", "--vectors", directory)
         self.assertEqual(listing.returncode, 0)
         self.assertIn("cannot be loaded", listing.stdout)
@@ -268,8 +295,10 @@ class Check(CliTestCase):
     def test_no_matching_case(self):
         directory = self.path("empty-set")
         os.makedirs(directory, exist_ok=True)
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--vectors", directory,
+                                         "--no-verify"), "no case")
         self.assert_user_error(self.lacs("check", "--impl", "builtin:reference", "--vectors", directory),
-                               "no case")
+                               "no MANIFEST.json covers", "--no-verify")
 
     def test_shards_cover_the_list_once(self):
         args = ["check", "--impl", "builtin:reference", "--op", "linear_attn", "--tier", "bf16"]
@@ -279,7 +308,8 @@ class Check(CliTestCase):
         self.assertEqual(sorted(first.order + second.order), whole.order)
         self.assertFalse(set(first.order) & set(second.order))
         self.assertEqual(first.order, whole.order[0::2])
-        self.assertTrue(first.lines[-1].endswith(" (shard 1/2)"), first.lines[-1])
+        self.assertTrue(first.lines[-2].endswith(" (shard 1/2)"), first.lines[-2])
+        self.assertTrue(first.citation().endswith(" (shard 1/2 only)"), first.citation())
         self.assertEqual(first.closing()[0] + second.closing()[0], whole.closing()[0])
 
     def test_quiet_and_verbose(self):
@@ -300,7 +330,7 @@ class Check(CliTestCase):
         passed, failed, skipped = run.closing()
         with open(json_path) as f:
             report = json.load(f)
-        self.assertEqual(report["lacs_version"], "1.3")
+        self.assertEqual(report["lacs_version"], "1.4")
         self.assertEqual(report["impl"], plugin("crash_plugin"))
         self.assertEqual(report["summary"], {"passed": passed, "failed": failed, "skipped": skipped})
         cases = {c["id"]: c for c in report["cases"]}
@@ -421,8 +451,11 @@ class CompareAndRun(CliTestCase):
         self.assertEqual(run.results["gated_delta_rule-fp32-t129"][0], "PASS")
         with open(self.path("cuda.json")) as f:
             gk = next(c for c in json.load(f)["cases"] if c["id"] == "gated_delta_rule-fp32-gk")
-        self.assertIn("unsupported by the implementation (", gk["message"])
-        self.assertIn("per-channel decay gk", gk["message"])
+        # builtin:cuda declares it does not implement the per-channel gate: those cases are not run
+        self.assertEqual(gk["message"], "declared unsupported by the implementation: PerChannelGate")
+        self.assertEqual(gk["outcome"], "not run (declared)")
+        self.assertEqual(run.citation(), "conforms to lacs spec 1.4 for ops gated_delta_rule in tiers fp32, except "
+                                         "the declared PerChannelGate")
         run = self.lacs("run", "--op", "gated_delta_rule", "--impl", "builtin:cuda", "--in",
                         vector_path("gated_delta_rule-fp32-gk"), "--out", self.path("gk.safetensors"), env=env)
         self.assertEqual(run.returncode, 1)

@@ -83,12 +83,14 @@ class LayoutTest(unittest.TestCase):
             self.skipTest("no C compiler")
         lines = []
         for struct, _, offsets in check.EXPECTED_LAYOUT:
-            c_name = {"LacsTensor": "lacs_tensor", "LacsOutputCheck": "lacs_output_check",
-                      "LacsCheckResult": "lacs_check_result", "LacsOpInfo": "lacs_op_info"}[struct.__name__]
+            c_name = {"LacsTensor": "lacs_tensor", "LacsParam": "lacs_param", "LacsOutputCheck": "lacs_output_check",
+                      "LacsCheckResult": "lacs_check_result", "LacsOpInfo": "lacs_op_info",
+                      "LacsCase": "lacs_case_entry"}[struct.__name__]
             lines.append(f'printf("{struct.__name__} size %zu\\n", sizeof({c_name}));')
             for field in offsets:
                 lines.append(f'printf("{struct.__name__} {field} %zu\\n", offsetof({c_name}, {field}));')
-        source = ("#include <stddef.h>\n#include <stdio.h>\n#include \"lacs/check.h\"\n#include \"lacs/ops.h\"\n"
+        source = ("#include <stddef.h>\n#include <stdio.h>\n#include \"lacs/cases.h\"\n#include \"lacs/check.h\"\n"
+                  "#include \"lacs/ops.h\"\n"
                   "int main(void) {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "layout.c"), "w") as f:
@@ -158,7 +160,8 @@ class ConversionTest(unittest.TestCase):
         """Returning expected.* unchanged (NaN and infinities included) is
         exact: the float64 path loses nothing."""
         library = check.Library(os.path.join(BUILD, "liblacs.so"))
-        cases = check.find_cases(library, VECTORS)
+        cases, manifest = check.find_cases(library, VECTORS)
+        self.assertTrue(manifest.endswith(os.path.join("vectors", "MANIFEST.json")), manifest)
         self.assertGreater(len(cases), 600)
         for case in cases:
             expected = check.load_vector(case.path).expected
@@ -177,7 +180,9 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(list(results), expected_ids)  # printed in id order
         self.assertEqual({s for s, _, _ in results.values()}, {"PASS"})
         self.assertEqual(closing, (len(expected_ids), 0, 0))
-        self.assertEqual(run.stdout.splitlines()[-1], f"{len(expected_ids)} passed, 0 failed, 0 skipped")
+        self.assertEqual(run.stdout.splitlines()[-2], f"{len(expected_ids)} passed, 0 failed, 0 skipped")
+        self.assertEqual(run.stdout.splitlines()[-1], "conforms to lacs spec 1.4 for ops delta_rule, dyt in tiers "
+                                                      "fp32, bf16")
         self.assertEqual(run.stderr, "")  # no progress display when stderr is not a terminal
 
     def test_good_skips_the_ops_it_does_not_implement(self):
@@ -223,7 +228,8 @@ class CheckTest(unittest.TestCase):
         self.assertGreaterEqual(closing[1], 10)
 
     def test_an_exception_fails_its_case_and_the_run_goes_on(self):
-        run = check_run(f"python:{IMPLS}/bad.py:raises", "--op", "dyt")
+        # the cases without a weight are strict (IEEE specials, SPEC.md 11.7): --strict counts their failures
+        run = check_run(f"python:{IMPLS}/bad.py:raises", "--op", "dyt", "--strict")
         self.assertEqual(run.returncode, 1)
         results, closing = parse(run.stdout)
         self.assertEqual(results["dyt-fp32-basic"][0], "PASS")  # has a weight
@@ -283,17 +289,25 @@ class CheckTest(unittest.TestCase):
     def test_a_corrupt_vector_fails_its_case_naming_the_file(self):
         with tempfile.TemporaryDirectory() as tmp:
             os.mkdir(os.path.join(tmp, "dyt"))
+            with open(os.path.join(ROOT, "vectors", "MANIFEST.json")) as f:
+                committed = {c["id"]: c for c in json.load(f)["cases"]}
+            entries = []
             for case_id in ("dyt-fp32-basic", "dyt-fp32-specials"):
                 shutil.copy(os.path.join(VECTORS, "dyt", case_id + ".safetensors"), os.path.join(tmp, "dyt"))
+                entries.append(dict(committed[case_id], path=f"dyt/{case_id}.safetensors"))
+            with open(os.path.join(tmp, "MANIFEST.json"), "w") as f:
+                json.dump({"format": "lacs-manifest/1", "cases": entries}, f)
             corrupt = os.path.join(tmp, "dyt", "dyt-fp32-specials.safetensors")
             with open(corrupt, "r+b") as f:
                 f.truncate(100)
             run = harness("check", "--impl", GOOD, "--vectors", tmp)
             results, closing = parse(run.stdout)
-            self.assertEqual(run.returncode, 1)
+            self.assertEqual(run.returncode, 2)  # a rejected vector: the input's fault
             self.assertEqual(closing, (1, 1, 0))
             self.assertIn(corrupt, results["dyt-fp32-specials"][2])
-            self.assertIn("header-length", results["dyt-fp32-specials"][2])
+            self.assertIn(": hash: ", results["dyt-fp32-specials"][2])
+            unverified = harness("check", "--impl", GOOD, "--vectors", tmp, "--no-verify")
+            self.assertIn("header-length", parse(unverified.stdout)[0]["dyt-fp32-specials"][2])
             listing = harness("list", "--vectors", tmp)
             self.assertEqual(listing.returncode, 0)
             self.assertRegex(listing.stdout, r"dyt-fp32-specials +\? +cannot be loaded: " + re.escape(corrupt))
@@ -302,7 +316,7 @@ class CheckTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "report.json")
             run = check_run(f"python:{IMPLS}/bad.py:raises", "--op", "dyt,linear_attn", "--tier", "fp32",
-                            "--json", path)
+                            "--json", path, "--strict")
             with open(path) as f:
                 report = json.load(f)
             self.assertFalse(os.path.exists(path + ".tmp"))
@@ -356,7 +370,8 @@ class CheckTest(unittest.TestCase):
         for i in (1, 2, 3):
             run = check_run(GOOD, "--op", "dyt,softcap", "--shard", f"{i}/3")
             results, closing = parse(run.stdout)
-            self.assertTrue(run.stdout.splitlines()[-1].endswith(f" (shard {i}/3)"))
+            self.assertTrue(run.stdout.splitlines()[-2].endswith(f" (shard {i}/3)"))
+            self.assertTrue(run.stdout.splitlines()[-1].endswith(f" (shard {i}/3 only)"))
             self.assertEqual(sum(closing), len(results))
             self.assertEqual(list(results), list(whole)[i - 1::3])
             seen.extend(results)
@@ -407,12 +422,17 @@ class ErrorTest(unittest.TestCase):
         self.assertUserError(check_run("builtin:reference"), "build/lacs")
         for shard in ("0/2", "3/2", "1", "a/b"):
             self.assertUserError(check_run(GOOD, "--shard", shard), "--shard")
-        self.assertUserError(check_run(GOOD, "--jobs", "2"), "--jobs")
+        for jobs in ("0", "257", "x"):
+            self.assertUserError(check_run(GOOD, "--jobs", jobs), "--jobs")
+        self.assertUserError(check_run(GOOD, "--timeout", "-1"), "--timeout")
+        self.assertUserError(check_run(GOOD, "--jobs", "2", "--in-process"), "--in-process")
         self.assertUserError(harness("check", "--op", "dyt"), "--impl")
 
     def test_no_case_matches(self):
+        self.assertUserError(harness("check", "--impl", GOOD, "--vectors", os.path.join(ROOT, "vectors"),
+                                     "--no-verify"), "no case")
         self.assertUserError(harness("check", "--impl", GOOD, "--vectors", os.path.join(ROOT, "vectors")),
-                             "no case")
+                             "no MANIFEST.json covers")
 
     def test_library_missing(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -426,7 +446,7 @@ class ListTest(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stderr)
         lines = run.stdout.splitlines()
         ids = case_ids("dyt", "bf16")
-        self.assertEqual(lines[0], f"{len(ids)} cases under {VECTORS}")
+        self.assertTrue(lines[0].startswith(f"{len(ids)} cases under {VECTORS} (verified against "), lines[0])
         self.assertEqual(lines[1].split(), ["id", "flags", "reason"])
         self.assertEqual([line.split()[0] for line in lines[2:2 + len(ids)]], ids)
         self.assertIn("AllBF16", lines[2])

@@ -141,6 +141,10 @@ class OracleAgreesWithTheGoldens(unittest.TestCase):
         self.assertEqual(failed, 0, "cases beyond %g:\n%s" % (TOL, "\n".join(bad)))
         self.assertLessEqual(worst, TOL, report.splitlines()[-1])
         ops = {c.get("op") for c in _cases()}
+        # every gradient of an op on sequences (SPEC 4.19) is recomputed by the oracle's own adjoint
+        vjps = {op for op in ops if op.endswith("_vjp") and op not in O.ELEMENTWISE_OPS}
+        self.assertGreaterEqual(len(vjps), 12, sorted(vjps))
+        self.assertEqual(vjps - set(O.VJP_RECURRENT + O.VJP_ATTENTION), set(), "VJPs the oracle skips")
         for op in O.SUPPORTED_OPS:   # every supported op present is exercised
             if op in ops:
                 self.assertTrue(any(line.split(" ")[0].startswith(op + "-") for line in report.splitlines()),
@@ -192,6 +196,21 @@ class OracleCanFail(unittest.TestCase):
         bad, _ = O.compare("delta_rule", _delta_rule_beta_only_on_write(inp, scale),
                            {"o": vec.expected["o"]}, inp.get("cu_seqlens"))
         self.assertGreater(bad, TOL, vec.meta.get("id"))
+
+    def test_a_gate_gradient_without_its_reverse_cumulative_sum_is_rejected(self):
+        # the local term dG_t = dg_t - dg_{t+1} for dg_t = sum_{s >= t} dG_s: the bug of a
+        # chunked backward that forgets chunk_local_cumsum(reverse=True)
+        vec = _smallest("gated_delta_rule_vjp", lambda v: _finite(v) and "g" in v.inputs and v.inputs["g"].shape[1] > 8)
+        if vec is None:
+            self.skipTest("no gated_delta_rule_vjp vector with g")
+        inp = _inputs(vec)
+        got = O.compute("gated_delta_rule_vjp", inp, vec.params)
+        good, _ = O.compare("gated_delta_rule_vjp", got, vec.expected, inp.get("cu_seqlens"))
+        self.assertLessEqual(good, TOL)
+        local = dict(got)
+        local["dg"] = got["dg"] - np.concatenate([got["dg"][:, 1:], np.zeros_like(got["dg"][:, :1])], axis=1)
+        bad, per = O.compare("gated_delta_rule_vjp", local, vec.expected, inp.get("cu_seqlens"))
+        self.assertGreater(per["dg"], 1e-2, vec.meta.get("id"))
 
     def test_path_attn_with_the_product_reversed_is_rejected(self):
         vec = _smallest("path_attn", lambda v: _finite(v) and v.inputs["q"].shape[1] >= 3

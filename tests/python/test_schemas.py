@@ -55,10 +55,11 @@ METADATA_EXAMPLE = {
     "inputs": ["cu_seqlens", "g", "h0", "k", "q", "v", "beta"],
     "outputs": ["o", "ht", "ht_split"],
     "reference": "lacs_ref_gated_delta_rule",
-    "tolerance": {"model": "lacs-tolerance/1", "unit_roundoff": 2**-8, "normwise_factor": 6.0,
-                  "elementwise_factor": 24.0, "floor_fraction": 0.0625, "underflow": 2**-134,
+    "tolerance": {"model": "lacs-tolerance/2", "unit_roundoff": 2**-8, "normwise_factor": 6.0,
+                  "elementwise_factor": 24.0, "floor_fraction": 0.125, "underflow": 2**-134,
                   "length_factor": {"o": 1.0, "ht": 1.0, "ht_split": 1.0},
-                  "gauge": {"samples": 16, "delta": 2**-30, "state_noise": False}},
+                  "gauge": {"samples": 16, "delta": 2**-30, "binary32": 2**-16, "exp_error": 2.0,
+                            "state_noise": True}},
     "certified": {"method": "long double", "max_error": 3e-17, "per_output": {"o": 3e-17, "ht": 1e-17, "ht_split": 0}},
 }
 
@@ -172,7 +173,7 @@ class SchemaExamples(unittest.TestCase):
     def test_flags_and_ids_agree_between_schemas(self):
         for key in ("flags", "id", "tier", "op", "spec_version"):
             self.assertEqual(self.meta.schema["$defs"][key], self.manifest.schema["$defs"][key], key)
-        self.assertEqual(len(self.meta.schema["$defs"]["flags"]["items"]["enum"]), 32)
+        self.assertEqual(len(self.meta.schema["$defs"]["flags"]["items"]["enum"]), 34)
 
     def test_valid_metadata_example(self):
         self.assertEqual(errors(self.meta, METADATA_EXAMPLE), [])

@@ -62,6 +62,17 @@ typedef struct {
      *     multiplies v_new.
      * The running state between chunks stays fp32, and so does ht. */
     int bf16;
+    /* fla's exclusive cumsum of Comba, Gq_i = G_i - g_i (cumsum(g) - g, in
+     * naive_chunk_comba and chunk_comba), instead of G_{i-1}: legitimate at
+     * the required level, not exact (SPEC.md 11.7). G is then each prefix sum
+     * correctly rounded, as torch.cumsum on the CPU returns it (a sequential
+     * binary32 sum would give G_{i-1} back exactly most of the time).
+     * LACS_ZOO_COMBA=minus_g. */
+    int comba_minus_g;
+    /* The bug gate_sums_bf16 (LACS_ZOO_BUG): the prefix sums G stored in
+     * bfloat16, as a kernel that keeps chunk_local_cumsum's output in the
+     * input dtype would (SPEC.md 11.1 keeps them in binary32). */
+    int gate_sums_bf16;
 } chunk_config;
 
 /* The log decay of token t, key channel c: gk, g, g_gamma or none (H4). */
@@ -175,13 +186,21 @@ static inline void chunk_step(const chunk_config *cfg, const legit_head *s, int6
     const int per_channel = s->gk != NULL;
     const float *q = s->q + t0 * K, *k = s->k + t0 * K, *v = s->v + t0 * V;
 
-    /* cumulative log decays within the chunk (fp32, as chunk_local_cumsum) */
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t c = 0; c < K; c++) {
+    /* cumulative log decays within the chunk (fp32, as chunk_local_cumsum; with comba_minus_g each
+     * rounded from a double running sum, as torch.cumsum on the CPU gives it to naive_chunk_comba) */
+    for (int64_t c = 0; c < K; c++) {
+        double running = 0;
+        for (int64_t i = 0; i < n; i++) {
             const float decay = chunk_log_decay(s, t0 + i, c);
-            w->G[i * K + c] = (i ? w->G[(i - 1) * K + c] : 0) + decay;
-            w->Gq[i * K + c] = cfg->comba ? (i ? w->G[(i - 1) * K + c] : 0) : w->G[i * K + c];
+            running += decay;
+            w->G[i * K + c] = cfg->comba_minus_g ? (float)running : (i ? w->G[(i - 1) * K + c] : 0) + decay;
+            if (cfg->gate_sums_bf16)
+                w->G[i * K + c] = legit_round_bf16(w->G[i * K + c]);
+            w->Gq[i * K + c] = !cfg->comba        ? w->G[i * K + c]
+                               : cfg->comba_minus_g ? w->G[i * K + c] - decay
+                                                    : (i ? w->G[(i - 1) * K + c] : 0);
         }
+    }
 
     /* the chunk's starting state as the kernels read it (fla stores it per chunk) */
     for (int64_t i = 0; i < K * V; i++)
@@ -369,6 +388,18 @@ static inline int chunk_run(const char *member, int bf16, const char *op, const 
     }
     cfg.chunk = (int)chunk;
     cfg.bf16 = bf16;
+    const char *comba = getenv("LACS_ZOO_COMBA"), *bug = getenv("LACS_ZOO_BUG");
+    if (comba && *comba && strcmp(comba, "minus_g") != 0 && strcmp(comba, "exclusive") != 0) {
+        fprintf(stderr, "%s: LACS_ZOO_COMBA must be exclusive (the default) or minus_g\n", member);
+        return LEGIT_ERR_INPUT;
+    }
+    if (bug && *bug && strcmp(bug, "none") != 0 && strcmp(bug, "gate_sums_bf16") != 0) {
+        fprintf(stderr, "%s: LACS_ZOO_BUG=%s is not one of this member's bugs: gate_sums_bf16 (or none)\n", member,
+                bug);
+        return LEGIT_ERR_INPUT;
+    }
+    cfg.comba_minus_g = comba && strcmp(comba, "minus_g") == 0;
+    cfg.gate_sums_bf16 = bug && strcmp(bug, "gate_sums_bf16") == 0;
     legit_problem p;
     rc = legit_problem_load(member, op, inputs, n_inputs, params, n_params, &p);
     if (rc)

@@ -170,7 +170,7 @@ static void token_decays(head *s, int64_t t)
         else if (s->bug == BUG_G_AS_FACTOR)
             s->decay[c] = log_decay;
         else
-            s->decay[c] = expf(log_decay);
+            s->decay[c] = plain_expf(log_decay);
         if (s->bug == BUG_H0_DECAY_SKIPPED && t == 0)
             s->decay[c] = 1;
     }
@@ -432,6 +432,12 @@ static int mesa_kernel(head *s)
         for (int64_t j = 0; j < K; j++)
             for (int64_t c = 0; c < K; c++)
                 s->h_kk[c * K + j] = mul_add(beta * k[c], k[j], gamma * s->h_kk[c * K + j]);
+        if (s->bug == BUG_BF16_STATE_EVERY_STEP) { /* both states in bf16 buffers, stored after every step */
+            for (int64_t i = 0; i < K * V; i++)
+                s->h[i] = round_to_bf16(s->h[i]);
+            for (int64_t i = 0; i < K * K; i++)
+                s->h_kk[i] = round_to_bf16(s->h_kk[i]);
+        }
         int64_t rows[2];
         const int n = rows_read_after_update(s, t, rows);
         for (int i = 0; i < n && rc == 0; i++)
@@ -460,7 +466,7 @@ static void softmax_in_place(const head *s, int64_t n, float *w)
         m = 0;
     float denom = 0;
     for (int64_t j = 0; j < n; j++)
-        denom += (w[j] = expf(w[j] - m));
+        denom += (w[j] = plain_expf(w[j] - m));
     for (int64_t j = 0; j < n; j++)
         w[j] /= denom;
 }
@@ -529,7 +535,7 @@ static void deltaformer_weights(const head *s, const float *x, int64_t n, float 
         return;
     }
     for (int64_t j = 0; j < n; j++)
-        w[j] = expf(w[j]);
+        w[j] = plain_expf(w[j]);
 }
 
 /* H11 in two stages: u_i = v_i - beta_i sum_{j<i} B_ij u_j (B over j < i,
@@ -1037,7 +1043,7 @@ int lacs_plugin_run(const char *op, const lacs_tensor *inputs, int n_inputs, con
             p.info = &ops[i];
     if (!p.info)
         return LACS_UNSUPPORTED;
-    if (plain_bug_from_environment(PLAIN_NAME, &p.bug))
+    if (plain_bug_from_environment(PLAIN_NAME, &p.bug) || plain_exp_mode() < 0)
         return 2;
     if (n_inputs < 0 || n_params < 0 || n_outputs < 0 || (n_inputs > 0 && !inputs) || (n_outputs > 0 && !outputs)) {
         plain_error(op, "bad argument counts or NULL arrays");

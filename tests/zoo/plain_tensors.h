@@ -54,6 +54,49 @@ static float round_to_bf16(float x)
     return x;
 }
 
+/* expf as a libm whose float exp is a few ulp off: LACS_ZOO_EXP unset (or
+ * "libm"): expf itself; "high3": always 3 ulp above expf; "hash3": off by
+ * -3 .. +3 ulp, a fixed function of the argument's bits (as NumPy's float32
+ * exp is up to 2.24 ulp off for some arguments). Deterministic either way:
+ * the same argument always gets the same error, which is what makes a
+ * constant decay's error accumulate (SPEC.md 11.2). Any other value makes the
+ * plugin fail, so that a typo cannot pass for the plain member. */
+static int plain_exp_mode(void)
+{
+    static int mode = -2;
+    if (mode == -2) {
+        const char *text = getenv("LACS_ZOO_EXP");
+        mode = !text || !*text || strcmp(text, "libm") == 0 ? 0
+               : strcmp(text, "high3") == 0                  ? 1
+               : strcmp(text, "hash3") == 0                  ? 2
+                                                             : -1;
+        if (mode < 0)
+            fprintf(stderr, "%s: LACS_ZOO_EXP=%s is not libm, high3 or hash3\n", PLAIN_NAME, text);
+    }
+    return mode;
+}
+
+static float plain_expf(float x)
+{
+    float y = expf(x);
+    const int mode = plain_exp_mode();
+    if (mode <= 0 || !isfinite(y) || y == 0)
+        return y;
+    int ulps = 3;
+    if (mode == 2) {
+        uint32_t bits;
+        memcpy(&bits, &x, sizeof bits);
+        uint64_t z = (uint64_t)bits * 0x9e3779b97f4a7c15ULL;
+        z ^= z >> 29;
+        ulps = (int)(z % 7) - 3;
+    }
+    for (; ulps > 0; ulps--)
+        y = nextafterf(y, INFINITY);
+    for (; ulps < 0; ulps++)
+        y = nextafterf(y, 0);
+    return y;
+}
+
 static int plain_error(const char *op, const char *format, ...)
 {
     va_list args;

@@ -9,16 +9,21 @@
  * comparison, state-carry protocol included, as the `lacs` checker), and
  * print one line
  *
- *   STATUS ratio normwise_error id
+ *   STATUS ratio normwise_error id [strict]
  *
+ * ("strict" marks a case of the strict conformance level, SPEC.md 11.7; the
+ * others are required)
  * STATUS is PASS (ratio <= 1), FAIL (ratio > 1), SKIP (the plugin returned
  * LACS_UNSUPPORTED) or ERROR (the vector did not load, or the plugin returned
  * an error or malformed outputs: the message goes to stderr). ratio is the
  * worst over the case's outputs of error / allowed; normwise_error the worst
  * normwise relative error of any output's worst block. At the end, a table
  * per (op, tier) of the cases run. --json FILE writes every case as
- * {"cases": [{"id", "op", "tier", "status", "ratio", "normwise_error",
- * "message"}]} (a non-finite ratio is null).
+ * {"cases": [{"id", "op", "tier", "level", "status", "ratio", "normwise_error",
+ * "message", "outputs": [{"name", "ratio", "normwise_ratio",
+ * "elementwise_ratio", "golden_zero"}]}]} (a non-finite ratio is null;
+ * "level" is the case's conformance level, "required" or "strict", SPEC.md
+ * 11.7; "golden_zero" says whether every finite element of that golden is 0).
  *
  * The plugin runs in this process (a crash ends the run); it inherits the
  * environment, so LACS_ZOO_* variables select bugs, chunk sizes and so on.
@@ -35,6 +40,7 @@
 #include <string.h>
 
 #include "lacs/check.h"
+#include "lacs/ops.h"
 #include "lacs/plugin.h"
 #include "lacs/types.h"
 
@@ -246,8 +252,28 @@ static int worse(double candidate, double current)
     return isnan(candidate) ? !isnan(current) : candidate > current && !isnan(current);
 }
 
+static void add_number_or_null(cJSON *object, const char *name, double value)
+{
+    if (isfinite(value))
+        cJSON_AddNumberToObject(object, name, value);
+    else
+        cJSON_AddNullToObject(object, name);
+}
+
+/* Whether every finite element of golden i is zero (SPEC.md 11.4 leaves the others to the IEEE rules). */
+static int golden_is_zero(const lacs_vector *v, int i)
+{
+    const double *y = v->expected[i].data;
+    for (int64_t j = 0; j < lacs_tensor_count(&v->expected[i]); j++)
+        if (isfinite(y[j]) && y[j] != 0)
+            return 0;
+    return 1;
+}
+
+/* One case; v and r (each output's ratios) only when the comparison ran. */
 static void add_json_case(cJSON *cases, const char *id, const char *op, const char *tier, const char *status,
-                          double ratio, double normwise, const char *message)
+                          double ratio, double normwise, const char *message, const lacs_vector *v,
+                          const lacs_check_result *r)
 {
     if (!cases)
         return;
@@ -255,6 +281,8 @@ static void add_json_case(cJSON *cases, const char *id, const char *op, const ch
     cJSON_AddStringToObject(c, "id", id);
     cJSON_AddStringToObject(c, "op", op);
     cJSON_AddStringToObject(c, "tier", tier);
+    if (v)
+        cJSON_AddStringToObject(c, "level", v->strict ? "strict" : "required");
     cJSON_AddStringToObject(c, "status", status);
     if (isfinite(ratio))
         cJSON_AddNumberToObject(c, "ratio", ratio);
@@ -265,18 +293,32 @@ static void add_json_case(cJSON *cases, const char *id, const char *op, const ch
     else
         cJSON_AddNullToObject(c, "normwise_error");
     cJSON_AddStringToObject(c, "message", message ? message : "");
+    if (v && r) {
+        cJSON *outputs = cJSON_AddArrayToObject(c, "outputs");
+        for (int i = 0; i < r->n_outputs; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", r->outputs[i].name);
+            add_number_or_null(o, "ratio", r->outputs[i].ratio);
+            add_number_or_null(o, "normwise_ratio", r->outputs[i].normwise_ratio);
+            add_number_or_null(o, "elementwise_ratio", r->outputs[i].elementwise_ratio);
+            cJSON_AddBoolToObject(o, "golden_zero", golden_is_zero(v, i));
+            cJSON_AddItemToArray(outputs, o);
+        }
+    }
     cJSON_AddItemToArray(cases, c);
 }
 
-/* Runs one vector file; returns 1 if it failed or errored. */
-static int run_case(const char *path, const char *dir_op, plugin_context *plugin, summary *s, cJSON *cases)
+/* Runs one vector file; returns 1 if it failed or errored (and counts it in
+ * *strict_failures if the case is strict). */
+static int run_case(const char *path, const char *dir_op, plugin_context *plugin, summary *s, cJSON *cases,
+                    int *strict_failures)
 {
     lacs_vector v;
     if (lacs_vector_load(path, &v) != LACS_OK) {
         const char *message = lacs_last_error();
         printf("ERROR - - %s\n", path);
         fprintf(stderr, "lacs-zoo: %s\n", message);
-        add_json_case(cases, path, dir_op, "", "ERROR", NAN, NAN, message);
+        add_json_case(cases, path, dir_op, "", "ERROR", NAN, NAN, message, NULL, NULL);
         lacs_vector_free(&v);
         return 1;
     }
@@ -318,7 +360,7 @@ static int run_case(const char *path, const char *dir_op, plugin_context *plugin
     else if (rc != LACS_OK)
         printf("ERROR - - %s\n", v.id);
     else
-        printf("%s %.3g %.3g %s\n", status, ratio, normwise, v.id);
+        printf("%s %.3g %.3g %s%s\n", status, ratio, normwise, v.id, v.strict ? " strict" : "");
     if (rc != LACS_OK && rc != LACS_UNSUPPORTED)
         fprintf(stderr, "lacs-zoo: %s\n", message); /* names the case already */
     else if (message[0])
@@ -345,11 +387,14 @@ static int run_case(const char *path, const char *dir_op, plugin_context *plugin
                 row->worst_normwise = normwise;
         }
     }
-    add_json_case(cases, v.id, v.op, v.tier, status, ratio, normwise, message);
+    add_json_case(cases, v.id, v.op, v.tier, status, ratio, normwise, message, &v, rc == LACS_OK ? &r : NULL);
+    const int strict = v.strict;
     lacs_vector_free(&v);
     if (rc == LACS_UNSUPPORTED)
         return 0;
-    return rc != LACS_OK || !(ratio <= 1);
+    const int failed = rc != LACS_OK || !(ratio <= 1);
+    *strict_failures += failed && strict;
+    return failed;
 }
 
 static void print_summary(const summary *s)
@@ -410,7 +455,7 @@ int main(int argc, char **argv)
     cJSON *root = opt.json_path ? cJSON_CreateObject() : NULL;
     cJSON *cases = root ? cJSON_AddArrayToObject(root, "cases") : NULL;
     summary s = {0};
-    int failures = 0, n_cases = 0;
+    int failures = 0, n_cases = 0, strict_failures = 0;
     for (int i = 0; i < n_dirs; i++) {
         if (!op_selected(&opt, dirs[i]))
             continue;
@@ -423,7 +468,7 @@ int main(int argc, char **argv)
                 continue;
             char path[8192];
             snprintf(path, sizeof path, "%s/%s", dir, files[j]);
-            failures += run_case(path, dirs[i], &plugin, &s, cases);
+            failures += run_case(path, dirs[i], &plugin, &s, cases, &strict_failures);
             n_cases++;
         }
         if (files)
@@ -435,7 +480,7 @@ int main(int argc, char **argv)
         failures++;
     }
     print_summary(&s);
-    printf("%d cases, %d failed or errored\n", n_cases, failures);
+    printf("%d cases, %d failed or errored (%d of them strict)\n", n_cases, failures, strict_failures);
     if (root && write_json(opt.json_path, root))
         failures++;
     cJSON_Delete(root);
