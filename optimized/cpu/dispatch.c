@@ -212,8 +212,10 @@ static void *pool_worker_main(void *arg)
             break;
         seen = atomic_load(&pool.generation);
         parallel_job *job = pool.job;
-        if (thread >= job->threads)
-            continue; /* not wanted for this job */
+        /* not wanted for this job, or it ended before this worker woke (its caller counts only the workers
+         * it wants, and clears pool.job when they are done) */
+        if (!job || thread >= job->threads)
+            continue;
         pthread_mutex_unlock(&pool.lock);
         run_items(job, thread);
         pthread_mutex_lock(&pool.lock);
