@@ -1,8 +1,8 @@
 /* lacs-bench-gemm: single-threaded GFLOP/s of builtin:cpu's GEMM kernels
- * (optimized/cpu/gemm_*.c) at the shapes of the chunk algorithm (chunk 64,
- * head dims 128), next to OpenBLAS's cblas_sgemm on one thread at the same
- * shapes, and OpenBLAS on its default threads at 2048^3 (the machine's
- * "sgemm GFLOP/s" anchor).
+ * (optimized/cpu/gemm_*.c) at the shapes of the chunk algorithm (chunk 32,
+ * head dims 128) and the attention blocks, next to OpenBLAS's cblas_sgemm
+ * on one thread at the same shapes, and OpenBLAS on its default threads at
+ * 2048^3 (the machine's "sgemm GFLOP/s" anchor).
  *
  *   lacs-bench-gemm [--batches N] [--batch-seconds S]
  *
@@ -28,8 +28,11 @@ typedef struct {
     int64_t m, n, k;
 } shape;
 
-/* The chunk algorithm's products (C = 64, K = V = 128) and the decode row. */
-static const shape chunk_shapes[] = {{64, 64, 128}, {64, 128, 64}, {64, 128, 128}, {128, 128, 64}, {1, 128, 128}};
+/* The chunk algorithm's products at C = 32, K = V = 128 ([K; Q] K^T, T (b v - R) and P V', [Kd; Qd] S, the
+ * state update Kl^T V'), then those it had at C = 64 (kept: the figures before and after a change compare the
+ * same shapes), the attention blocks' (128 x 128 x 64) and a single row. */
+static const shape chunk_shapes[] = {{64, 32, 128},  {32, 128, 32},  {64, 128, 128}, {128, 128, 32},
+                                     {64, 64, 128},  {64, 128, 64},  {128, 128, 64}, {1, 128, 128}};
 
 static double now_seconds(void)
 {

@@ -1,21 +1,31 @@
 /* lacs-bench: the benchmark of builtin:cpu (`make bench`; bench/README.md).
  *
- * For each op and tier, one machine-readable line per configuration:
+ * For each configuration, each instruction set this machine runs (avx512,
+ * avx2; LACS_ISA or --isa to choose) and each tier, one machine-readable line:
  *
- *   bench op= impl=builtin:cpu tier= mode= B= T= H= HV= K= V= time_ms= tokens_per_s= gflops=
- *         peak_rss_mb= io_mb= repeats= reference_ms= reference_T= reference_scaled=
- *         ratio_vs_sgemm= ratio_vs_reference= status=
+ *   bench op= impl=builtin:cpu isa= tier= mode= B= T= H= HV= K= V= time_ms= tokens_per_s= gflops=
+ *         [algorithm_gflops=] [gb_per_s=] [in_cache_gb_per_s=] gemm_beside_gflops=|copy_beside_gb_per_s=
+ *         drift= peak_rss_mb= io_mb= repeats= reference_ms= reference_T= reference_scaled=
+ *         [ratio_vs_sgemm=] [ratio_vs_bandwidth=] ratio_vs_reference= status=
  *
- * (the element-wise ops have gb_per_s= and ratio_vs_bandwidth= in place of
- * ratio_vs_sgemm=; the decode line has both). Before them, measured in the
- * same run: the machine, OpenBLAS's sgemm GFLOP/s and a stream-copy bandwidth
- * (the anchors the ratios divide by). After them, a summary of the issue's
- * targets, each PASS or BELOW (reports, not test failures).
+ * Before them, measured in the same run: the machine, and the anchors the
+ * ratios divide by: OpenBLAS's sgemm for each instruction set (its AVX2
+ * kernel for the avx2 lines, so that an AVX-512 machine measures the AVX2
+ * path against an AVX2 machine's yardstick), a stream copy, and builtin:cpu's
+ * own GEMM at the chunk and block shapes (the rooflines of the summary).
+ * Each line also measures its anchor beside its calls (the copy, or the
+ * GEMM at its shape, alternating with them in the same child): the copy is
+ * what its bandwidth ratio divides by, and the GEMM's drift from the run's
+ * anchor rescales the sgemm anchor, so that a ratio measures the kernel
+ * rather than how the machine's load moved in between.
+ * After them, the summary: one `target` line per goal of issue 21 and
+ * instruction set, PASS or BELOW (with the measured bound that limits the
+ * figure), reports rather than failures.
  *
- * Read top to bottom: options, configurations, inputs (realistic, seeded),
- * children (every measurement runs in a forked child, so that its peak RSS is
- * its own), the anchors, builtin:cpu's timing, the reference's timing, the
- * lines, the summary, main.
+ * Read top to bottom: options, instruction sets, configurations and their
+ * flop counts, inputs (realistic, seeded), children (every measurement runs
+ * in a forked child, so that its peak RSS is its own), the anchors,
+ * builtin:cpu's timing, the reference's timing, the lines, the summary, main.
  */
 #define _DEFAULT_SOURCE /* wait4(), whose rusage is the child's own peak RSS: BSD, in glibc's default set */
 
@@ -34,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpu.h" /* optimized/cpu/cpu.h: lacs_cpu_chunk_flops, lacs_cpu_parallel_for, bf16 rounding */
+#include "cpu.h" /* optimized/cpu/cpu.h: the GEMM tables, flop counts, lacs_cpu_parallel_for, bf16 rounding */
 #include "lacs/prng.h"
 
 /* Every input is drawn from this seed (one stream per tensor name). */
@@ -47,7 +57,7 @@
 /* A call faster than this is repeated until its repeats add up to it (best
  * taken), so that a sub-millisecond decode step is not one noisy sample. */
 #define MIN_TIMED_S 0.2
-#define MAX_REPEATS 1000
+#define MAX_REPEATS 2000
 /* A child that runs longer is killed (SIGALRM) and reported as status=timeout. */
 #define CHILD_LIMIT_S 900
 #define QUICK_CHILD_LIMIT_S 120
@@ -55,37 +65,60 @@
 #define COPY_BYTES ((size_t)256 << 20)
 #define COPY_PASSES 5
 #define SGEMM_PASSES 3
+/* The norms' compute roofline: the same op on its first rows, small enough
+ * for the caches (NORM_IN_CACHE_BYTES of fp32 input per thread). */
+#define NORM_IN_CACHE_BYTES ((int64_t)256 << 10)
+/* The summary's goals (issue 21). */
+#define GOAL_PREFILL_VS_SGEMM 0.60
+#define GOAL_BF16_VS_FP32_AVX512 1.50
+#define GOAL_BF16_VS_FP32_AVX2 1.00
+#define GOAL_VS_BANDWIDTH 0.70
+#define GOAL_ATTENTION_VS_SGEMM 0.60
+/* The recurrent family's workspace may not grow with T: at T = 16384 it may
+ * exceed T = 1024's by this much (allocator noise), no more. */
+#define WORKSPACE_SLACK_MB 8.0
 
 /* ---- options ---- */
 
-static const char *const bench_ops[] = {"delta_rule", "gated_delta_rule", "path_attn", "dyt", "dyisru"};
-#define N_BENCH_OPS 5
+static const char *const bench_ops[] = {"delta_rule", "gated_delta_rule", "softmax_attn", "fox",       "path_attn",
+                                        "dyt",        "dyt_vjp",          "dyisru",       "dyisru_vjp", "rmsnorm",
+                                        "rmsnorm_vjp", "softcap",         "softcap_vjp"};
+#define N_BENCH_OPS ((int)(sizeof bench_ops / sizeof bench_ops[0]))
+
+#define MAX_ISAS 2
+static const char *const known_isas[MAX_ISAS] = {"avx512", "avx2"};
 
 typedef struct {
     int quick;
     int op_selected[N_BENCH_OPS]; /* all 1 unless --op names some */
     int tier_selected[2];         /* [0] fp32, [1] bf16 */
+    const char *isas[MAX_ISAS];   /* the instruction sets measured, in this order */
+    int n_isas;
 } options;
 
 static void print_usage(FILE *f)
 {
     fprintf(f,
-            "usage: lacs-bench [--quick] [--op OP[,OP...]] [--tier fp32|bf16] [--help]\n"
+            "usage: lacs-bench [--quick] [--op OP[,OP...]] [--tier fp32|bf16] [--isa avx512|avx2[,...]] [--help]\n"
             "  Benchmarks builtin:cpu (lacs_cpu_run) against OpenBLAS sgemm, a stream copy and the\n"
-            "  scalar reference, measured in the same run; one `bench ...` line per configuration.\n"
-            "  --quick   small shapes (T=256, H=4, 4 MiB norms, sgemm 512): the CI run, < 30 s\n"
-            "  --op      delta_rule, gated_delta_rule (with its decode line), path_attn, dyt, dyisru\n"
+            "  scalar reference, measured in the same run; one `bench ...` line per configuration,\n"
+            "  instruction set and tier, then one `target ...` line per goal (bench/README.md).\n"
+            "  --quick   small shapes (T=256, H=4, 4 MiB norms, sgemm 512): the CI run, < 60 s\n"
+            "  --op      delta_rule, gated_delta_rule (with its decode lines), softmax_attn, fox, path_attn,\n"
+            "            dyt, dyt_vjp, dyisru, dyisru_vjp, rmsnorm, rmsnorm_vjp, softcap, softcap_vjp\n"
             "            (repeatable or comma-separated; default: all)\n"
             "  --tier    fp32 or bf16 (default: both)\n"
-            "  Environment: LACS_ISA (avx512|avx2|scalar), LACS_THREADS (builtin:cpu and the copy),\n"
-            "  OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE (the sgemm anchor, whose kernel the anchor line\n"
-            "  names). Exit status: 0, also when builtin:cpu returns unsupported; 1 when it (or a\n"
+            "  --isa     the instruction sets to measure (default: LACS_ISA if set, else every one of\n"
+            "            avx512 and avx2 this CPU has)\n"
+            "  Environment: LACS_ISA (as --isa), LACS_THREADS (builtin:cpu and the copy),\n"
+            "  OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE (the native sgemm anchor, whose kernel the anchor\n"
+            "  line names). Exit status: 0, also when builtin:cpu returns unsupported; 1 when it (or a\n"
             "  measurement) fails; 2 for a bad option.\n");
 }
 
 static int select_ops(options *opt, const char *list)
 {
-    char buffer[256];
+    char buffer[512];
     if (strlen(list) >= sizeof buffer) {
         fprintf(stderr, "lacs-bench: --op: the list is too long\n");
         return -1;
@@ -99,10 +132,45 @@ static int select_ops(options *opt, const char *list)
                 found = 1;
             }
         if (!found) {
-            fprintf(stderr, "lacs-bench: --op %s: not one of delta_rule, gated_delta_rule, path_attn, dyt, dyisru\n",
-                    name);
+            fprintf(stderr, "lacs-bench: --op %s: not one of the benchmarked ops (see --help)\n", name);
             return -1;
         }
+    }
+    return 0;
+}
+
+/* The instruction sets of a comma-separated list; each must be known and supported. */
+static int select_isas(options *opt, const char *list, const char *where)
+{
+    char buffer[64];
+    if (strlen(list) >= sizeof buffer) {
+        fprintf(stderr, "lacs-bench: %s: the list is too long\n", where);
+        return -1;
+    }
+    strcpy(buffer, list);
+    opt->n_isas = 0;
+    for (char *save = NULL, *name = strtok_r(buffer, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int known = -1;
+        for (int i = 0; i < MAX_ISAS; i++)
+            if (strcmp(name, known_isas[i]) == 0)
+                known = i;
+        if (known < 0) {
+            fprintf(stderr, "lacs-bench: %s %s: not one of avx512, avx2\n", where, name);
+            return -1;
+        }
+        if (!lacs_cpu_isa_supported(known_isas[known])) {
+            fprintf(stderr, "lacs-bench: %s %s: this CPU lacks the instructions it needs\n", where, name);
+            return -1;
+        }
+        int duplicate = 0;
+        for (int i = 0; i < opt->n_isas; i++)
+            duplicate |= opt->isas[i] == known_isas[known];
+        if (!duplicate && opt->n_isas < MAX_ISAS)
+            opt->isas[opt->n_isas++] = known_isas[known];
+    }
+    if (opt->n_isas == 0) {
+        fprintf(stderr, "lacs-bench: %s: no instruction set named\n", where);
+        return -1;
     }
     return 0;
 }
@@ -110,7 +178,7 @@ static int select_ops(options *opt, const char *list)
 /* Returns 0, 1 for --help (done), or -1 for a bad option (reported). */
 static int parse_options(int argc, char **argv, options *opt)
 {
-    int any_op = 0, any_tier = 0;
+    int any_op = 0, any_tier = 0, any_isa = 0;
     memset(opt, 0, sizeof *opt);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -119,7 +187,7 @@ static int parse_options(int argc, char **argv, options *opt)
             return 1;
         } else if (strcmp(a, "--quick") == 0) {
             opt->quick = 1;
-        } else if (strcmp(a, "--op") == 0 || strcmp(a, "--tier") == 0) {
+        } else if (strcmp(a, "--op") == 0 || strcmp(a, "--tier") == 0 || strcmp(a, "--isa") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "lacs-bench: %s needs a value\n", a);
                 return -1;
@@ -129,6 +197,10 @@ static int parse_options(int argc, char **argv, options *opt)
                 if (select_ops(opt, value) != 0)
                     return -1;
                 any_op = 1;
+            } else if (strcmp(a, "--isa") == 0) {
+                if (select_isas(opt, value, "--isa") != 0)
+                    return -1;
+                any_isa = 1;
             } else if (strcmp(value, "fp32") == 0 || strcmp(value, "bf16") == 0) {
                 opt->tier_selected[strcmp(value, "bf16") == 0] = 1;
                 any_tier = 1;
@@ -145,6 +217,23 @@ static int parse_options(int argc, char **argv, options *opt)
         opt->op_selected[i] = 1;
     if (!any_tier)
         opt->tier_selected[0] = opt->tier_selected[1] = 1;
+    if (!any_isa) {
+        const char *forced = getenv("LACS_ISA");
+        if (forced && *forced) {
+            if (strcmp(forced, "scalar") == 0) {
+                opt->isas[0] = "scalar"; /* measured, with no target of its own */
+                opt->n_isas = 1;
+            } else if (select_isas(opt, forced, "LACS_ISA") != 0)
+                return -1;
+        } else
+            for (int i = 0; i < MAX_ISAS; i++)
+                if (lacs_cpu_isa_supported(known_isas[i]))
+                    opt->isas[opt->n_isas++] = known_isas[i];
+        if (opt->n_isas == 0) {
+            opt->isas[0] = "scalar";
+            opt->n_isas = 1;
+        }
+    }
     return 0;
 }
 
@@ -154,11 +243,13 @@ typedef enum { MODE_PREFILL, MODE_DECODE, MODE_ELEMENTWISE } bench_mode;
 static const char *const mode_names[] = {"prefill", "decode", "elementwise"};
 
 /* How the reference's time grows with T: the recurrent reference is one pass
- * over the tokens (O(T K V)), path_attn's matrix form is a T x T triangular
- * solve and product (O(T^3)); decode and the element-wise ops always run on
- * the configuration's own shape. */
-typedef enum { GROWTH_NONE, GROWTH_LINEAR, GROWTH_CUBIC } reference_growth;
-static const char *const growth_names[] = {"none", "linear", "cubic"};
+ * over the tokens (O(T K V)), the attention forms' are O(T^2) (softmax, FoX)
+ * or O(T^3) (PaTH's matrix form); decode and the element-wise ops always run
+ * on the configuration's own shape. */
+typedef enum { GROWTH_NONE, GROWTH_LINEAR, GROWTH_QUADRATIC, GROWTH_CUBIC } reference_growth;
+static const char *const growth_names[] = {"none", "linear", "quadratic", "cubic"};
+
+typedef enum { FAMILY_RECURRENT, FAMILY_ATTENTION, FAMILY_NORM } op_family;
 
 typedef struct {
     const char *op;
@@ -169,7 +260,16 @@ typedef struct {
     int repeats; /* best of this many timed calls, after a warm-up call */
 } bench_config;
 
-#define MAX_CONFIGS 64
+#define MAX_CONFIGS 96
+
+static op_family family_of(const char *op)
+{
+    if (strcmp(op, "delta_rule") == 0 || strcmp(op, "gated_delta_rule") == 0)
+        return FAMILY_RECURRENT;
+    if (strcmp(op, "softmax_attn") == 0 || strcmp(op, "fox") == 0 || strcmp(op, "path_attn") == 0)
+        return FAMILY_ATTENTION;
+    return FAMILY_NORM;
+}
 
 static int add_config(bench_config *list, int n, bench_config c)
 {
@@ -187,7 +287,8 @@ static int build_configs(const options *opt, bench_config *list)
     const int64_t *Ts = opt->quick ? quick_T : full_T;
     const int n_T = opt->quick ? 1 : 3;
     const int64_t heads = opt->quick ? 4 : 16;
-    const int64_t path_T = opt->quick ? 256 : 4096;
+    const int64_t decode_batch = 16;
+    const int64_t attention_T = opt->quick ? 256 : 4096;
     /* 64 MiB of fp32 = 16M elements (4 MiB = 1M for --quick); the bf16 tier
      * keeps the element count (32 MiB of bf16 in, the same 64 MiB of fp32 out). */
     const int64_t norm_rows = opt->quick ? 256 : 4096, norm_dim = 4096;
@@ -199,19 +300,27 @@ static int build_configs(const options *opt, bench_config *list)
         for (int bf16 = 0; bf16 < 2; bf16++) {
             if (!opt->tier_selected[bf16])
                 continue;
-            if (strcmp(op, "delta_rule") == 0 || strcmp(op, "gated_delta_rule") == 0) {
+            switch (family_of(op)) {
+            case FAMILY_RECURRENT:
                 for (int i = 0; i < n_T; i++)
                     n = add_config(list, n,
                                    (bench_config){op, MODE_PREFILL, bf16, 1, Ts[i], heads, heads, 128, 128,
                                                   Ts[i] >= 16384 ? 1 : 3});
-                if (strcmp(op, "gated_delta_rule") == 0)
+                if (strcmp(op, "gated_delta_rule") == 0) {
+                    /* one sequence, then a batch of 16 sequences, one token each from its h0 */
                     n = add_config(list, n, (bench_config){op, MODE_DECODE, bf16, 1, 1, heads, heads, 128, 128, 3});
-            } else if (strcmp(op, "path_attn") == 0) {
+                    n = add_config(list, n,
+                                   (bench_config){op, MODE_DECODE, bf16, decode_batch, 1, heads, heads, 128, 128, 3});
+                }
+                break;
+            case FAMILY_ATTENTION:
                 /* d = 64: H = HV = 4 heads of K = V = 64 */
-                n = add_config(list, n, (bench_config){op, MODE_PREFILL, bf16, 1, path_T, 4, 4, 64, 64, 3});
-            } else {
+                n = add_config(list, n, (bench_config){op, MODE_PREFILL, bf16, 1, attention_T, 4, 4, 64, 64, 3});
+                break;
+            case FAMILY_NORM:
                 n = add_config(list, n,
                                (bench_config){op, MODE_ELEMENTWISE, bf16, 1, norm_rows, 1, 1, norm_dim, norm_dim, 3});
+                break;
             }
         }
     }
@@ -222,27 +331,46 @@ static reference_growth config_growth(const bench_config *c)
 {
     if (c->mode != MODE_PREFILL)
         return GROWTH_NONE;
-    return strcmp(c->op, "path_attn") == 0 ? GROWTH_CUBIC : GROWTH_LINEAR;
+    if (family_of(c->op) == FAMILY_RECURRENT)
+        return GROWTH_LINEAR;
+    return strcmp(c->op, "path_attn") == 0 ? GROWTH_CUBIC : GROWTH_QUADRATIC;
 }
 
-/* The floating-point operations of one call, or NAN for the element-wise ops
- * (measured against bandwidth instead).
- * - The recurrent family: lacs_cpu_chunk_flops per head (recurrent.c's chunk
- *   algorithm, the one place that count lives), times HV heads and B.
- * - path_attn: the work of causal softmax attention of the same shape, as
- *   FlashAttention counts it: the logits q_i . k_j (K) and the weighted sum
- *   of the values (V) over the T (T + 1) / 2 pairs j <= i, 2 flops per
- *   multiply-add: T (T + 1) (K + V) per head. PaTH's own extra work (the
- *   transitions' UT transforms, the queries carried across key blocks, O(T^2
- *   K^2 / block) in attention.c) depends on the algorithm and is not
- *   counted, so gflops is attention-equivalent throughput. */
+/* The floating-point operations of one call, counted so that no algorithm
+ * can inflate them (NAN for the element-wise ops, measured against
+ * bandwidth instead):
+ * - the recurrent family: the recurrent form's work, per token and value head
+ *   6 K V for the delta rule's family (the erase S^T k, the write k u^T and
+ *   the read S^T q, a multiply-add each per state element: 3 x 2 K V) and
+ *   4 K V for linear attention's (no erase), whatever the implementation
+ *   computes (a chunked algorithm does more; README.md section 7);
+ * - the attention forms: causal softmax attention's, as FlashAttention counts
+ *   it (benchmarks/benchmark_flash_attention.py: 4 T^2 d per head, halved
+ *   for causal): the logits q_i . k_j (K) and the weighted sum of the values
+ *   (V) over half the T^2 pairs, 2 flops per multiply-add: T^2 (K + V) per
+ *   head. PaTH's extra work for its transitions is the algorithm's, stated
+ *   beside it (algorithm_gflops). */
 static double config_flops(const bench_config *c)
 {
-    if (c->mode == MODE_ELEMENTWISE)
+    const double heads = (double)(c->HV * c->B), T = (double)c->T, K = (double)c->K, V = (double)c->V;
+    switch (family_of(c->op)) {
+    case FAMILY_RECURRENT:
+        return T * heads * 6 * K * V; /* delta_rule, gated_delta_rule: both erase */
+    case FAMILY_ATTENTION:
+        return T * T * (K + V) * heads;
+    case FAMILY_NORM:
+        break;
+    }
+    return NAN;
+}
+
+/* The flops builtin:cpu's algorithm performs (its dense products; cpu.h), for
+ * the rooflines of the summary and PaTH's extra work. */
+static double config_algorithm_flops(const bench_config *c)
+{
+    if (c->mode != MODE_PREFILL)
         return NAN;
-    if (strcmp(c->op, "path_attn") == 0)
-        return (double)c->T * (double)(c->T + 1) * (double)(c->K + c->V) * (double)(c->HV * c->B);
-    return lacs_cpu_chunk_flops(c->T, c->K, c->V) * (double)(c->HV * c->B);
+    return lacs_cpu_algorithm_flops(c->op, c->T, c->K, c->V) * (double)(c->HV * c->B);
 }
 
 /* ---- inputs ---- */
@@ -251,11 +379,12 @@ static double config_flops(const bench_config *c)
  * generators', SPEC.md 6): realistic for each op, so that builtin:cpu runs
  * its ordinary path (no overflow, no early exit). */
 typedef enum {
-    DRAW_NORMAL,        /* x: v, PaTH's q and k, the norms' x */
+    DRAW_NORMAL,        /* x: v, the attention forms' q and k, the norms' x and dy */
     DRAW_UNIT_ROWS,     /* x / ||x|| over the last dim: the delta rule's q and k (||k|| = 1), PaTH's w */
     DRAW_STEP,          /* sigmoid(x) in (0, 1): the delta rule's beta */
     DRAW_PATH_STEP,     /* 2 sigmoid(x) in (0, 2): PaTH's beta (fla's) */
     DRAW_LOG_DECAY,     /* -softplus(x) / 4, mostly -0.03 .. -0.5: Gated DeltaNet's g */
+    DRAW_LOG_FORGET,    /* -softplus(x - 4): FoX's forget gate near 1 (log near -0.02) */
     DRAW_GAIN,          /* 1 + x / 10: the norms' weight */
     DRAW_SMALL,         /* x / 10: the norms' bias, decode's h0 */
     DRAW_CONSTANT       /* a scalar parameter, shape [1] (DyT's alpha, DyISRU's C) */
@@ -270,6 +399,8 @@ typedef struct {
     lacs_tensor outputs[LACS_OPS_MAX_OUTPUTS];
     lacs_output_shape output_shapes[LACS_OPS_MAX_OUTPUTS];
     int n_outputs;
+    lacs_param params[2];
+    int n_params;
 } tensor_set;
 
 static double draw_value(draw_kind kind, lacs_rng *rng, double constant)
@@ -284,6 +415,8 @@ static double draw_value(draw_kind kind, lacs_rng *rng, double constant)
         return 2 / (1 + exp(-x));
     case DRAW_LOG_DECAY:
         return -log1p(exp(x)) / 4;
+    case DRAW_LOG_FORGET:
+        return -log1p(exp(x - 4));
     case DRAW_GAIN:
         return 1 + x / 10;
     case DRAW_SMALL:
@@ -351,33 +484,54 @@ static void free_problem(tensor_set *s)
     s->n_inputs = s->n_outputs = 0;
 }
 
+/* The norms' inputs: x (and dy for a VJP), DyT's alpha 0.5 (the paper's
+ * initialisation), DyISRU's C 1, a weight where the op reads one, a bias for
+ * the forward DyT and DyISRU; softcap's cap 30 (Gemma 2's final logit cap). */
+static int build_norm_inputs(const bench_config *c, int64_t rows, tensor_set *s)
+{
+    const int bf16 = c->bf16, vjp = strstr(c->op, "_vjp") != NULL;
+    const int64_t x_shape[2] = {rows, c->K}, dim_shape[1] = {c->K}, scalar_shape[1] = {1};
+    int rc = add_input(s, "x", bf16, 2, x_shape, DRAW_NORMAL, 0);
+    if (vjp)
+        rc |= add_input(s, "dy", bf16, 2, x_shape, DRAW_NORMAL, 0);
+    if (strncmp(c->op, "dyt", 3) == 0)
+        rc |= add_input(s, "alpha", bf16, 1, scalar_shape, DRAW_CONSTANT, 0.5);
+    if (strncmp(c->op, "dyisru", 6) == 0)
+        rc |= add_input(s, "C", bf16, 1, scalar_shape, DRAW_CONSTANT, 1.0);
+    if (strncmp(c->op, "softcap", 7) != 0)
+        rc |= add_input(s, "weight", bf16, 1, dim_shape, DRAW_GAIN, 0);
+    if (!vjp && (strncmp(c->op, "dyt", 3) == 0 || strncmp(c->op, "dyisru", 6) == 0))
+        rc |= add_input(s, "bias", bf16, 1, dim_shape, DRAW_SMALL, 0);
+    if (strncmp(c->op, "softcap", 7) == 0)
+        s->params[s->n_params++] = (lacs_param){"cap", 30.0};
+    return rc;
+}
+
 /* The inputs of configuration c with T tokens (T < c->T: the reference's
- * prefix), and its outputs (F32, zeroed, the shapes the op gives). */
+ * prefix; rows for the norms), and its outputs (F32, zeroed, the shapes the
+ * op gives). */
 static int build_problem(const bench_config *c, int64_t T, tensor_set *s)
 {
     memset(s, 0, sizeof *s);
     const int bf16 = c->bf16;
     int rc = 0;
     if (c->mode == MODE_ELEMENTWISE) {
-        const int64_t x_shape[2] = {T, c->K}, dim_shape[1] = {c->K}, scalar_shape[1] = {1};
-        const int is_dyt = strcmp(c->op, "dyt") == 0;
-        rc |= add_input(s, "x", bf16, 2, x_shape, DRAW_NORMAL, 0);
-        /* DyT's alpha 0.5 (the paper's initialisation), DyISRU's C 1 */
-        rc |= add_input(s, is_dyt ? "alpha" : "C", bf16, 1, scalar_shape, DRAW_CONSTANT, is_dyt ? 0.5 : 1.0);
-        rc |= add_input(s, "weight", bf16, 1, dim_shape, DRAW_GAIN, 0);
-        rc |= add_input(s, "bias", bf16, 1, dim_shape, DRAW_SMALL, 0);
+        rc = build_norm_inputs(c, T, s);
     } else {
-        const int is_path = strcmp(c->op, "path_attn") == 0;
+        const int attention = family_of(c->op) == FAMILY_ATTENTION, is_path = strcmp(c->op, "path_attn") == 0;
         const int64_t qk_shape[4] = {c->B, T, c->H, c->K}, v_shape[4] = {c->B, T, c->HV, c->V};
         const int64_t gate_shape[3] = {c->B, T, c->HV}, state_shape[4] = {c->B, c->HV, c->K, c->V};
-        rc |= add_input(s, "q", bf16, 4, qk_shape, is_path ? DRAW_NORMAL : DRAW_UNIT_ROWS, 0);
-        rc |= add_input(s, "k", bf16, 4, qk_shape, is_path ? DRAW_NORMAL : DRAW_UNIT_ROWS, 0);
+        rc |= add_input(s, "q", bf16, 4, qk_shape, attention ? DRAW_NORMAL : DRAW_UNIT_ROWS, 0);
+        rc |= add_input(s, "k", bf16, 4, qk_shape, attention ? DRAW_NORMAL : DRAW_UNIT_ROWS, 0);
         rc |= add_input(s, "v", bf16, 4, v_shape, DRAW_NORMAL, 0);
-        rc |= add_input(s, "beta", bf16, 3, gate_shape, is_path ? DRAW_PATH_STEP : DRAW_STEP, 0);
+        if (!attention || is_path)
+            rc |= add_input(s, "beta", bf16, 3, gate_shape, is_path ? DRAW_PATH_STEP : DRAW_STEP, 0);
         if (is_path)
             rc |= add_input(s, "w", bf16, 4, qk_shape, DRAW_UNIT_ROWS, 0);
         if (strcmp(c->op, "gated_delta_rule") == 0)
             rc |= add_input(s, "g", bf16, 3, gate_shape, DRAW_LOG_DECAY, 0);
+        if (strcmp(c->op, "fox") == 0)
+            rc |= add_input(s, "g", bf16, 3, gate_shape, DRAW_LOG_FORGET, 0);
         if (c->mode == MODE_DECODE)
             rc |= add_input(s, "h0", bf16, 4, state_shape, DRAW_SMALL, 0);
     }
@@ -423,10 +577,12 @@ typedef struct {
     double seconds;           /* builtin:cpu: best call; reference: its time on reference_T tokens */
     int repeats;
     double bytes;             /* every input and output once */
-    double value;             /* an anchor's figure (GFLOP/s, GB/s) */
+    double value;             /* an anchor's figure (GFLOP/s, GB/s); the norms' in-cache GB/s */
+    double beside;            /* builtin:cpu: its anchor measured beside it (GEMM GFLOP/s or copy GB/s) */
     int threads;              /* an anchor's threads */
     int64_t reference_T;
     double reference_scaled_seconds;
+    char core[32];            /* OpenBLAS's kernel, for the sgemm anchor */
     char message[240];
 } child_result;
 
@@ -447,60 +603,36 @@ static void set_message(child_result *r, const char *text)
             *p = '\''; /* the message is printed inside "..." on one line */
 }
 
-/* Runs job(argument) in a forked child that sends its result through a pipe;
- * *peak_rss_mb is the child's own peak resident set (wait4's ru_maxrss), so
- * every configuration's memory is measured alone. A child that dies or runs
- * past limit_s is a result with status error or timeout. */
-static void run_in_child(child_job job, const void *argument, unsigned limit_s, child_result *result,
-                         double *peak_rss_mb)
+/* Sends r through fd (a child's pipe); returns 0 when all of it went. */
+static int send_result(int fd, const child_result *r)
 {
-    memset(result, 0, sizeof *result);
-    *peak_rss_mb = NAN;
-    int fds[2];
-    if (pipe(fds) != 0) {
-        result->status = STATUS_ERROR;
-        set_message(result, "pipe() failed");
-        return;
+    const char *p = (const char *)r;
+    for (size_t left = sizeof *r; left > 0;) {
+        const ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        left -= (size_t)n;
     }
-    fflush(stdout);
-    fflush(stderr);
-    const pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        result->status = STATUS_ERROR;
-        set_message(result, "fork() failed");
-        return;
-    }
-    if (pid == 0) {
-        close(fds[0]);
-        alarm(limit_s);
-        child_result r;
-        memset(&r, 0, sizeof r);
-        job(argument, &r);
-        const char *p = (const char *)&r;
-        for (size_t left = sizeof r; left > 0;) {
-            const ssize_t n = write(fds[1], p, left);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                _exit(3);
-            p += n;
-            left -= (size_t)n;
-        }
-        _exit(0);
-    }
-    close(fds[1]);
+    return 0;
+}
+
+/* Waits for child `pid`, reading its result from fd; a child that dies or runs
+ * past limit_s is a result with status error or timeout. */
+static void collect_child(pid_t pid, int fd, unsigned limit_s, child_result *result, double *peak_rss_mb)
+{
     size_t got = 0;
     while (got < sizeof *result) {
-        const ssize_t n = read(fds[0], (char *)result + got, sizeof *result - got);
+        const ssize_t n = read(fd, (char *)result + got, sizeof *result - got);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
         got += (size_t)n;
     }
-    close(fds[0]);
+    close(fd);
     int wstatus = 0;
     struct rusage usage;
     memset(&usage, 0, sizeof usage);
@@ -524,11 +656,50 @@ static void run_in_child(child_job job, const void *argument, unsigned limit_s, 
     set_message(result, text);
 }
 
+/* Runs job(argument) in a forked child, under LACS_ISA=isa when isa is not
+ * NULL, that sends its result through a pipe; *peak_rss_mb is the child's
+ * own peak resident set (wait4's ru_maxrss), so every configuration's memory
+ * is measured alone. */
+static void run_in_child(child_job job, const void *argument, const char *isa, unsigned limit_s,
+                         child_result *result, double *peak_rss_mb)
+{
+    memset(result, 0, sizeof *result);
+    *peak_rss_mb = NAN;
+    int fds[2];
+    if (pipe(fds) != 0) {
+        result->status = STATUS_ERROR;
+        set_message(result, "pipe() failed");
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        result->status = STATUS_ERROR;
+        set_message(result, "fork() failed");
+        return;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(limit_s);
+        if (isa)
+            setenv("LACS_ISA", isa, 1);
+        child_result r;
+        memset(&r, 0, sizeof r);
+        job(argument, &r);
+        _exit(send_result(fds[1], &r) == 0 ? 0 : 3);
+    }
+    close(fds[1]);
+    collect_child(pid, fds[0], limit_s, result, peak_rss_mb);
+}
+
 /* ---- anchors ---- */
 
 /* OpenBLAS cblas_sgemm on n x n x n, its default threads (all cores, or
  * OPENBLAS_NUM_THREADS): a warm-up, then the best of SGEMM_PASSES. 2 n^3 flops. */
-static void sgemm_job(const void *argument, child_result *r)
+static void sgemm_anchor_job(const void *argument, child_result *r)
 {
     const int n = *(const int *)argument;
     const size_t count = (size_t)n * (size_t)n;
@@ -552,10 +723,64 @@ static void sgemm_job(const void *argument, child_result *r)
         r->seconds = best;
         r->value = 2.0 * n * (double)n * (double)n / best / 1e9;
         r->threads = openblas_get_num_threads();
+        snprintf(r->core, sizeof r->core, "%s", openblas_get_corename());
     }
     free(A);
     free(B);
     free(C);
+}
+
+/* The OpenBLAS kernel that is the yardstick of an instruction set: the one
+ * OpenBLAS chooses for the machine (or OPENBLAS_CORETYPE) for its best set;
+ * for avx2 on a machine that has AVX-512, OpenBLAS's Haswell kernels (AVX2
+ * and FMA), which is what it runs on an AVX2 machine. NULL: as chosen. */
+static const char *anchor_coretype(const char *isa)
+{
+    if (strcmp(isa, "avx2") == 0 && lacs_cpu_isa_supported("avx512"))
+        return "Haswell";
+    return NULL;
+}
+
+/* The sgemm anchor under a given OPENBLAS_CORETYPE: OpenBLAS reads it once,
+ * when it loads, so the child executes this program afresh
+ * (`lacs-bench --sgemm-anchor-child FD N`), which runs sgemm_anchor_job and
+ * writes its result to the pipe FD. */
+static void run_sgemm_anchor(int n, const char *coretype, unsigned limit_s, child_result *result)
+{
+    double rss;
+    if (!coretype) {
+        run_in_child(sgemm_anchor_job, &n, NULL, limit_s, result, &rss);
+        return;
+    }
+    memset(result, 0, sizeof *result);
+    int fds[2];
+    if (pipe(fds) != 0) {
+        result->status = STATUS_ERROR;
+        set_message(result, "pipe() failed");
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        result->status = STATUS_ERROR;
+        set_message(result, "fork() failed");
+        return;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(limit_s);
+        char fd_text[16], n_text[16];
+        snprintf(fd_text, sizeof fd_text, "%d", fds[1]);
+        snprintf(n_text, sizeof n_text, "%d", n);
+        setenv("OPENBLAS_CORETYPE", coretype, 1);
+        execl("/proc/self/exe", "lacs-bench", "--sgemm-anchor-child", fd_text, n_text, (char *)NULL);
+        _exit(4);
+    }
+    close(fds[1]);
+    collect_child(pid, fds[0], limit_s, result, &rss);
 }
 
 typedef struct {
@@ -574,47 +799,289 @@ static void copy_part(void *context, int64_t part, int thread)
     memcpy(c->destination + begin, c->source + begin, end - begin);
 }
 
-/* A stream copy of COPY_BYTES on lacs_cpu_threads() threads (builtin:cpu's),
- * each copying its slice, pages touched first; best of COPY_PASSES. Bandwidth
- * = bytes read + bytes written (2 x COPY_BYTES) per second, as STREAM counts. */
+/* A stream copy of `bytes` on lacs_cpu_threads() threads (builtin:cpu's),
+ * one part per thread: open (allocated, touched, one warm-up pass), then
+ * passes, each returning its seconds. */
+static int copy_open(copy_context *c, size_t bytes)
+{
+    char *source = malloc(bytes), *destination = malloc(bytes);
+    if (!source || !destination) {
+        free(source);
+        free(destination);
+        return -1;
+    }
+    memset(source, 1, bytes);
+    memset(destination, 0, bytes);
+    *c = (copy_context){source, destination, bytes, lacs_cpu_threads()};
+    lacs_cpu_parallel_for(c->parts, (int)c->parts, copy_part, c);
+    return 0;
+}
+
+static double copy_pass(copy_context *c)
+{
+    const double t0 = now_seconds();
+    lacs_cpu_parallel_for(c->parts, (int)c->parts, copy_part, c);
+    return now_seconds() - t0;
+}
+
+static void copy_close(copy_context *c)
+{
+    free((void *)c->source);
+    free(c->destination);
+}
+
+/* The copy anchor: COPY_BYTES, best of COPY_PASSES, counting the bytes read
+ * and written. */
 static void copy_job(const void *argument, child_result *r)
 {
     (void)argument;
-    char *source = malloc(COPY_BYTES), *destination = malloc(COPY_BYTES);
-    if (!source || !destination) {
+    copy_context c;
+    if (copy_open(&c, COPY_BYTES) != 0) {
+        r->status = STATUS_ERROR;
+        set_message(r, "out of memory");
+        return;
+    }
+    double best = INFINITY;
+    for (int pass = 0; pass < COPY_PASSES; pass++)
+        best = fmin(best, copy_pass(&c));
+    r->seconds = best;
+    r->value = 2.0 * (double)COPY_BYTES / best / 1e9;
+    r->threads = (int)c.parts;
+    copy_close(&c);
+}
+
+/* builtin:cpu's own GEMM (the table of LACS_ISA, set in the child) at one
+ * shape, every thread computing its own products: the rate its algorithms'
+ * products can reach, the roofline of the prefill and attention targets. */
+typedef struct {
+    int64_t m, n, k;
+    int bf16;
+} gemm_rate_request;
+
+typedef struct {
+    const gemm_rate_request *shape;
+    const lacs_cpu_gemm *gemm;
+    float *A, *B, *C;
+    uint16_t *A16, *Bp;
+    int64_t calls_per_item;
+    int threads;
+} gemm_rate_context;
+
+static double gemm_rate_flops_per_call(const gemm_rate_request *s)
+{
+    return 2.0 * (double)s->m * (double)s->n * (double)s->k;
+}
+
+static void gemm_rate_item(void *context, int64_t item, int thread)
+{
+    (void)item;
+    const gemm_rate_context *g = context;
+    const gemm_rate_request *s = g->shape;
+    const int64_t a_size = s->m * s->k, c_size = s->m * s->n, b_size = (int64_t)lacs_cpu_packed_bf16_size(s->k, s->n);
+    for (int64_t call = 0; call < g->calls_per_item; call++) {
+        if (s->bf16)
+            g->gemm->bgemm(s->m, s->n, s->k, g->A16 + thread * a_size, s->k, g->Bp + thread * b_size,
+                           g->C + thread * c_size, s->n, 0);
+        else
+            g->gemm->sgemm(s->m, s->n, s->k, g->A + thread * a_size, s->k, g->B + thread * s->k * s->n, s->n,
+                           g->C + thread * c_size, s->n, 0);
+    }
+}
+
+/* builtin:cpu's GEMM at one shape on every thread: open (operands drawn, one
+ * warm-up round), then rounds of about 20 ms, each returning its seconds
+ * (flops_per_round flops). */
+static int gemm_rate_open(gemm_rate_context *g, const gemm_rate_request *s, int threads)
+{
+    const char *isa = lacs_cpu_isa_name();
+    const lacs_cpu_isa which = isa && strcmp(isa, "avx512") == 0 ? LACS_ISA_AVX512
+                               : isa && strcmp(isa, "avx2") == 0  ? LACS_ISA_AVX2
+                                                                  : LACS_ISA_SCALAR;
+    const size_t a_size = (size_t)(s->m * s->k), b_size = (size_t)(s->k * s->n), c_size = (size_t)(s->m * s->n);
+    *g = (gemm_rate_context){s, lacs_cpu_gemm_for(which), malloc(a_size * threads * sizeof(float)),
+                             malloc(b_size * threads * sizeof(float)), malloc(c_size * threads * sizeof(float)),
+                             malloc(a_size * threads * sizeof(uint16_t)),
+                             malloc(lacs_cpu_packed_bf16_size(s->k, s->n) * threads * sizeof(uint16_t)), 1, threads};
+    uint16_t *B16 = malloc(b_size * sizeof *B16);
+    if (!g->A || !g->B || !g->C || !g->A16 || !g->Bp || !B16) {
+        free(B16);
+        return -1;
+    }
+    lacs_rng rng = lacs_rng_stream(BENCH_SEED, "gemm_rate");
+    for (size_t i = 0; i < a_size * threads; i++) {
+        g->A[i] = (float)lacs_rng_normal12(&rng);
+        g->A16[i] = lacs_cpu_f32_to_bf16(g->A[i]);
+    }
+    for (size_t i = 0; i < b_size * threads; i++)
+        g->B[i] = (float)lacs_rng_normal12(&rng);
+    for (int t = 0; t < threads; t++) {
+        for (size_t i = 0; i < b_size; i++)
+            B16[i] = lacs_cpu_f32_to_bf16(g->B[t * b_size + i]);
+        lacs_cpu_pack_bf16(s->k, s->n, B16, s->n, g->Bp + t * lacs_cpu_packed_bf16_size(s->k, s->n));
+    }
+    free(B16);
+    /* calls per item so that one round (an item per thread) lasts about 20 ms at 50 GFLOP/s per thread */
+    g->calls_per_item = (int64_t)(20e-3 * 50e9 / gemm_rate_flops_per_call(s)) + 1;
+    lacs_cpu_parallel_for(threads, threads, gemm_rate_item, g); /* warm-up */
+    return 0;
+}
+
+static double gemm_rate_round(gemm_rate_context *g)
+{
+    const double t0 = now_seconds();
+    lacs_cpu_parallel_for(g->threads, g->threads, gemm_rate_item, g);
+    return now_seconds() - t0;
+}
+
+static double gemm_rate_gflops(const gemm_rate_context *g, double seconds)
+{
+    return gemm_rate_flops_per_call(g->shape) * (double)g->calls_per_item * g->threads / seconds / 1e9;
+}
+
+static void gemm_rate_close(gemm_rate_context *g)
+{
+    free(g->A);
+    free(g->B);
+    free(g->C);
+    free(g->A16);
+    free(g->Bp);
+}
+
+/* The GEMM anchors: best of 7 rounds. */
+static void gemm_rate_job(const void *argument, child_result *r)
+{
+    gemm_rate_context g;
+    const int threads = lacs_cpu_threads();
+    if (gemm_rate_open(&g, argument, threads) != 0) {
         r->status = STATUS_ERROR;
         set_message(r, "out of memory");
     } else {
-        memset(source, 1, COPY_BYTES);
-        memset(destination, 0, COPY_BYTES);
-        const int threads = lacs_cpu_threads();
-        copy_context context = {source, destination, COPY_BYTES, threads};
         double best = INFINITY;
-        for (int pass = 0; pass <= COPY_PASSES; pass++) {
-            const double t0 = now_seconds();
-            lacs_cpu_parallel_for(threads, threads, copy_part, &context);
-            const double dt = now_seconds() - t0;
-            if (pass > 0 && dt < best) /* pass 0 is the warm-up */
-                best = dt;
-        }
+        for (int pass = 0; pass < 7; pass++)
+            best = fmin(best, gemm_rate_round(&g));
         r->seconds = best;
-        r->value = 2.0 * (double)COPY_BYTES / best / 1e9;
+        r->value = gemm_rate_gflops(&g, best);
         r->threads = threads;
     }
-    free(source);
-    free(destination);
+    gemm_rate_close(&g);
 }
+
+/* The anchors of one instruction set. */
+typedef struct {
+    const char *isa;
+    double sgemm_gflops;       /* OpenBLAS, the set's yardstick */
+    double chunk_gflops;       /* builtin:cpu sgemm at the chunk algorithm's state product, all threads */
+    double chunk_bf16_gflops;  /* the same with bgemm (bf16 operands) */
+    double block_gflops;       /* builtin:cpu sgemm at the attention blocks' logits product */
+} isa_anchors;
+
+typedef struct {
+    double copy_gb_per_s;
+    isa_anchors per_isa[MAX_ISAS];
+} anchors;
+
+/* The products the rooflines are measured at: for the recurrent family, a
+ * product of the chunk algorithm's size (its state product [Kd; Qd] S is
+ * 2C x V x K = 64 x 128 x 128 at C = 32, its state update 128 x 128 x 32),
+ * 128 x 128 x 128, in fp32 and bf16; for the attention forms the blocks'
+ * logits (128 x 128 x d). */
+static const gemm_rate_request chunk_shape = {128, 128, 128, 0}, chunk_bf16_shape = {128, 128, 128, 1},
+                               block_shape = {128, 128, 64, 0};
 
 /* ---- builtin:cpu ---- */
 
-/* A warm-up call (untimed: first-touch page faults), then the best of
- * c->repeats calls, or of as many as add up to MIN_TIMED_S when they are
- * shorter (at most MAX_REPEATS), on the configuration's inputs. */
+/* The anchor measured beside a configuration's calls, in the same child,
+ * alternating with them: on a shared machine the load changes between the
+ * run's anchors and a line, and a ratio to an anchor taken minutes earlier
+ * measures the load as much as the kernel. Prefill lines: builtin:cpu's GEMM
+ * at the anchor's shape (chunk or block); decode and the norms: the stream
+ * copy (64 MiB into 64 MiB, beyond the caches). */
+#define BESIDE_ROUNDS 3
+#define BESIDE_COPY_BYTES ((size_t)64 << 20)
+
+typedef struct {
+    int is_copy;
+    copy_context copy;
+    gemm_rate_context gemm;
+    double best_seconds;
+} beside_anchor;
+
+static int beside_open(beside_anchor *b, const bench_config *c)
+{
+    memset(b, 0, sizeof *b);
+    b->best_seconds = INFINITY;
+    b->is_copy = c->mode != MODE_PREFILL;
+    if (b->is_copy)
+        return copy_open(&b->copy, BESIDE_COPY_BYTES);
+    return gemm_rate_open(&b->gemm, family_of(c->op) == FAMILY_ATTENTION ? &block_shape : &chunk_shape,
+                          lacs_cpu_threads());
+}
+
+static void beside_round(beside_anchor *b)
+{
+    b->best_seconds = fmin(b->best_seconds, b->is_copy ? copy_pass(&b->copy) : gemm_rate_round(&b->gemm));
+}
+
+/* GB/s of the copy, GFLOP/s of the GEMM. */
+static double beside_value(beside_anchor *b)
+{
+    return b->is_copy ? 2.0 * (double)b->copy.bytes / b->best_seconds / 1e9 : gemm_rate_gflops(&b->gemm, b->best_seconds);
+}
+
+static void beside_close(beside_anchor *b)
+{
+    if (b->is_copy)
+        copy_close(&b->copy);
+    else
+        gemm_rate_close(&b->gemm);
+}
+
+/* The best of at least `repeats` calls, or of as many as add up to
+ * MIN_TIMED_S when they are shorter (at most MAX_REPEATS), after a warm-up
+ * call (untimed: first-touch page faults), in BESIDE_ROUNDS rounds, each
+ * after a round of the anchor beside (NULL: none). Returns the status;
+ * *seconds, *repeats_done. */
+static int time_calls(const bench_config *c, tensor_set *s, int repeats, beside_anchor *beside, double *seconds,
+                      int *repeats_done)
+{
+    int rc = lacs_cpu_run(c->op, s->inputs, s->n_inputs, s->params, s->n_params, s->outputs, s->n_outputs);
+    double best = INFINITY;
+    int done = 0;
+    for (int round = 0; round < BESIDE_ROUNDS && rc == LACS_OK; round++) {
+        if (beside)
+            beside_round(beside);
+        double total = 0;
+        const int round_repeats = (repeats * (round + 1) + BESIDE_ROUNDS - 1) / BESIDE_ROUNDS - done;
+        for (int call = 0; rc == LACS_OK && done < MAX_REPEATS && (call < round_repeats || call == 0 ||
+                                                                  total < MIN_TIMED_S / BESIDE_ROUNDS);
+             call++) {
+            const double t0 = now_seconds();
+            rc = lacs_cpu_run(c->op, s->inputs, s->n_inputs, s->params, s->n_params, s->outputs, s->n_outputs);
+            const double dt = now_seconds() - t0;
+            best = dt < best ? dt : best;
+            total += dt;
+            done++;
+        }
+    }
+    *seconds = best;
+    *repeats_done = done;
+    return rc;
+}
+
+/* builtin:cpu on the configuration's inputs (under the LACS_ISA of the
+ * child), alternating with its anchor beside; for the norms also on their
+ * first rows, small enough for the caches: the op's compute rate, its
+ * roofline when memory is not the limit. */
 static void cpu_job(const void *argument, child_result *r)
 {
     const bench_config *c = argument;
     tensor_set s;
+    beside_anchor beside;
     int rc = build_problem(c, c->T, &s);
+    if (rc == LACS_OK && beside_open(&beside, c) != 0) {
+        beside_close(&beside);
+        rc = LACS_ERR_MEMORY;
+    }
     if (rc != LACS_OK) {
         r->status = STATUS_ERROR;
         set_message(r, rc == LACS_ERR_MEMORY ? "out of memory for the inputs" : lacs_last_error());
@@ -622,32 +1089,26 @@ static void cpu_job(const void *argument, child_result *r)
         return;
     }
     r->bytes = problem_bytes(&s);
-    rc = lacs_cpu_run(c->op, s.inputs, s.n_inputs, NULL, 0, s.outputs, s.n_outputs); /* the warm-up */
+    rc = time_calls(c, &s, c->repeats, &beside, &r->seconds, &r->repeats);
+    free_problem(&s);
+    if (rc == LACS_OK && c->mode == MODE_ELEMENTWISE) {
+        const int64_t rows = NORM_IN_CACHE_BYTES * lacs_cpu_threads() / (c->K * (int64_t)sizeof(float));
+        double seconds;
+        int repeats;
+        rc = build_problem(c, rows > 0 ? rows : 1, &s);
+        if (rc == LACS_OK)
+            rc = time_calls(c, &s, 20, NULL, &seconds, &repeats);
+        r->value = problem_bytes(&s) / seconds / 1e9;
+        free_problem(&s);
+    }
+    r->beside = beside_value(&beside);
+    beside_close(&beside);
     if (rc == LACS_UNSUPPORTED) {
         r->status = STATUS_UNSUPPORTED;
     } else if (rc != LACS_OK) {
         r->status = STATUS_ERROR;
         set_message(r, lacs_last_error());
-    } else {
-        double best = INFINITY, total = 0;
-        int repeats = 0;
-        while (rc == LACS_OK && repeats < MAX_REPEATS && (repeats < c->repeats || total < MIN_TIMED_S)) {
-            const double t0 = now_seconds();
-            rc = lacs_cpu_run(c->op, s.inputs, s.n_inputs, NULL, 0, s.outputs, s.n_outputs);
-            const double dt = now_seconds() - t0;
-            if (dt < best)
-                best = dt;
-            total += dt;
-            repeats++;
-        }
-        if (rc != LACS_OK) {
-            r->status = STATUS_ERROR;
-            set_message(r, lacs_last_error());
-        }
-        r->seconds = best;
-        r->repeats = repeats;
     }
-    free_problem(&s);
 }
 
 /* ---- the reference ---- */
@@ -667,7 +1128,7 @@ static double time_reference(const bench_config *c, int64_t T, child_result *r)
     double best = INFINITY;
     for (int run = 0; rc == LACS_OK && run < (best < 1.0 ? 3 : 1); run++) {
         const double t0 = now_seconds();
-        rc = lacs_reference_run(c->op, s.inputs, s.n_inputs, NULL, 0, s.outputs, s.n_outputs, 0);
+        rc = lacs_reference_run(c->op, s.inputs, s.n_inputs, s.params, s.n_params, s.outputs, s.n_outputs, 0);
         const double dt = now_seconds() - t0;
         if (dt < best)
             best = dt;
@@ -683,21 +1144,30 @@ static double time_reference(const bench_config *c, int64_t T, child_result *r)
 
 static double growth_factor(reference_growth growth, double ratio)
 {
-    return growth == GROWTH_CUBIC ? ratio * ratio * ratio : growth == GROWTH_LINEAR ? ratio : 1;
+    switch (growth) {
+    case GROWTH_CUBIC:
+        return ratio * ratio * ratio;
+    case GROWTH_QUADRATIC:
+        return ratio * ratio;
+    case GROWTH_LINEAR:
+        return ratio;
+    case GROWTH_NONE:
+        break;
+    }
+    return 1;
 }
 
 /* The reference on the configuration's own shape when that should take less
  * than the budget; else on the longest prefix T_ref that should, and its time
- * scaled by the op's growth, (T / T_ref) or (T / T_ref)^3. From a calibration
- * run on 256 tokens, each step goes to the longest prefix (doubling, at most
- * T) whose time, estimated from the last run, fits the budget, and runs it.
- * The recurrences are linear to the percent, so one step reaches T_ref. The
- * cubic reference's T x T matrices leave the caches as T grows (its time
- * grew 14-fold from 256 to 512 tokens and 13-fold to 1024 on the
- * development machine, not 8-fold), so there each step is one doubling,
- * estimated with the last doubling's growth when that was steeper, and the
- * cubic scaling to T understates the reference's time, that is, the
- * speed-up. */
+ * scaled by the op's growth, (T / T_ref)^1, ^2 or ^3. From a calibration run
+ * on 256 tokens, each step goes to the longest prefix (doubling, at most T)
+ * whose time, estimated from the last run, fits the budget, and runs it. The
+ * recurrences are linear to the percent, so one step reaches T_ref. The
+ * matrix forms' T x T matrices leave the caches as T grows (PaTH's time grew
+ * 14-fold from 256 to 512 tokens and 13-fold to 1024 on the development
+ * machine, not 8-fold), so there each step is one doubling, estimated with
+ * the last doubling's growth when that was steeper, and the scaling to T
+ * understates the reference's time, that is, the speed-up. */
 static void reference_job(const void *argument, child_result *r)
 {
     const reference_request *request = argument;
@@ -714,8 +1184,8 @@ static void reference_job(const void *argument, child_result *r)
     double seconds = time_reference(c, calibration_T, r), previous_seconds = NAN;
     while (seconds >= 0 && reference_T < c->T) {
         int64_t next = reference_T;
-        if (growth == GROWTH_CUBIC) {
-            /* one doubling, estimated by the growth of the last doubling where it was steeper than 8 */
+        if (growth != GROWTH_LINEAR) {
+            /* one doubling, estimated by the growth of the last doubling where it was steeper */
             const int64_t candidate = 2 * reference_T < c->T ? 2 * reference_T : c->T;
             double factor = growth_factor(growth, (double)candidate / (double)reference_T);
             if (!isnan(previous_seconds) && seconds / previous_seconds > factor)
@@ -743,12 +1213,7 @@ static void reference_job(const void *argument, child_result *r)
     r->reference_scaled_seconds = seconds * growth_factor(growth, (double)c->T / (double)reference_T);
 }
 
-/* ---- one configuration, one line ---- */
-
-typedef struct {
-    double sgemm_gflops;
-    double copy_gb_per_s;
-} anchors;
+/* ---- one configuration, one line per instruction set ---- */
 
 typedef struct {
     child_status status;
@@ -756,6 +1221,9 @@ typedef struct {
     double tokens_per_s;
     double ratio_vs_sgemm;
     double ratio_vs_bandwidth;
+    double in_cache_ratio_vs_bandwidth; /* the norms: their compute roofline against the copy */
+    double workspace_mb;                /* peak RSS less the inputs and outputs */
+    double drift;                       /* the anchor beside the calls / the run's anchor */
 } config_outcome;
 
 /* ` key=value`, or ` key=na` when the value is not a number. */
@@ -768,66 +1236,88 @@ static void print_field(const char *key, const char *format, double value)
         printf(format, value);
 }
 
-static config_outcome run_config(const bench_config *c, const anchors *a, const options *opt)
+static void run_config(const bench_config *c, const anchors *a, const options *opt, config_outcome *outcomes)
 {
     const unsigned limit_s = opt->quick ? QUICK_CHILD_LIMIT_S : CHILD_LIMIT_S;
-    child_result cpu, ref;
-    double peak_rss_mb, ref_rss_mb;
-    run_in_child(cpu_job, c, limit_s, &cpu, &peak_rss_mb);
+    child_result ref;
+    double ref_rss_mb;
     const reference_request request = {c, opt->quick ? QUICK_REFERENCE_BUDGET_S : REFERENCE_BUDGET_S};
-    run_in_child(reference_job, &request, limit_s, &ref, &ref_rss_mb);
-
-    const int ok = cpu.status == STATUS_OK;
-    const double time_s = ok ? cpu.seconds : NAN;
-    const double flops = config_flops(c);
-    const double gflops = flops / time_s / 1e9;
-    const double gb_per_s = cpu.bytes > 0 ? cpu.bytes / time_s / 1e9 : NAN;
+    run_in_child(reference_job, &request, NULL, limit_s, &ref, &ref_rss_mb);
     const double reference_s = ref.status == STATUS_OK ? ref.reference_scaled_seconds : NAN;
-    config_outcome outcome = {cpu.status, time_s, (double)(c->B * c->T) / time_s, gflops / a->sgemm_gflops,
-                              gb_per_s / a->copy_gb_per_s};
+    const double flops = config_flops(c), algorithm_flops = config_algorithm_flops(c);
 
-    printf("bench op=%s impl=builtin:cpu tier=%s mode=%s B=%lld T=%lld H=%lld HV=%lld K=%lld V=%lld", c->op,
-           c->bf16 ? "bf16" : "fp32", mode_names[c->mode], (long long)c->B, (long long)c->T, (long long)c->H,
-           (long long)c->HV, (long long)c->K, (long long)c->V);
-    print_field("time_ms", "%.3f", time_s * 1e3);
-    print_field("tokens_per_s", "%.0f", outcome.tokens_per_s);
-    print_field("gflops", "%.2f", gflops);
-    if (c->mode != MODE_PREFILL)
-        print_field("gb_per_s", "%.2f", gb_per_s);
-    print_field("peak_rss_mb", "%.1f", peak_rss_mb);
-    print_field("io_mb", "%.1f", cpu.bytes > 0 ? cpu.bytes / (1 << 20) : NAN);
-    print_field("repeats", "%.0f", ok ? (double)cpu.repeats : NAN);
-    print_field("reference_ms", "%.1f", reference_s * 1e3);
-    print_field("reference_T", "%.0f", ref.status == STATUS_OK ? (double)ref.reference_T : NAN);
-    printf(" reference_scaled=%s",
-           ref.status == STATUS_OK && ref.reference_T != c->T ? growth_names[config_growth(c)] : "none");
-    if (c->mode != MODE_ELEMENTWISE)
-        print_field("ratio_vs_sgemm", "%.3f", outcome.ratio_vs_sgemm);
-    if (c->mode != MODE_PREFILL)
-        print_field("ratio_vs_bandwidth", "%.3f", outcome.ratio_vs_bandwidth);
-    print_field("ratio_vs_reference", "%.2f", reference_s / time_s);
-    printf(" status=%s", status_names[cpu.status]);
-    if (cpu.message[0])
-        printf(" error=\"%s\"", cpu.message);
-    if (ref.status != STATUS_OK)
-        printf(" reference_status=%s reference_error=\"%s\"", status_names[ref.status], ref.message);
-    printf("\n");
-    fflush(stdout);
-    if (ref.status != STATUS_OK) /* the reference failing is the bench's failure: count it as an error */
-        outcome.status = outcome.status == STATUS_OK || outcome.status == STATUS_UNSUPPORTED ? STATUS_ERROR
-                                                                                              : outcome.status;
-    return outcome;
+    for (int i = 0; i < opt->n_isas; i++) {
+        child_result cpu;
+        double peak_rss_mb;
+        run_in_child(cpu_job, c, opt->isas[i], limit_s, &cpu, &peak_rss_mb);
+        const int ok = cpu.status == STATUS_OK;
+        const double time_s = ok ? cpu.seconds : NAN;
+        const double gflops = flops / time_s / 1e9;
+        const double gb_per_s = cpu.bytes > 0 ? cpu.bytes / time_s / 1e9 : NAN;
+        /* the anchor measured beside the calls, against the run's: how the load moved since the anchors */
+        const double run_anchor = c->mode != MODE_PREFILL                   ? a->copy_gb_per_s
+                                  : family_of(c->op) == FAMILY_ATTENTION ? a->per_isa[i].block_gflops
+                                                                         : a->per_isa[i].chunk_gflops;
+        const double beside = ok ? cpu.beside : NAN, drift = beside / run_anchor;
+        config_outcome *outcome = &outcomes[i];
+        *outcome = (config_outcome){cpu.status,
+                                    time_s,
+                                    (double)(c->B * c->T) / time_s,
+                                    gflops / (a->per_isa[i].sgemm_gflops * drift),
+                                    gb_per_s / beside,
+                                    ok && c->mode == MODE_ELEMENTWISE ? cpu.value / beside : NAN,
+                                    peak_rss_mb - cpu.bytes / (1 << 20),
+                                    drift};
+
+        printf("bench op=%s impl=builtin:cpu isa=%s tier=%s mode=%s B=%lld T=%lld H=%lld HV=%lld K=%lld V=%lld",
+               c->op, opt->isas[i], c->bf16 ? "bf16" : "fp32", mode_names[c->mode], (long long)c->B,
+               (long long)c->T, (long long)c->H, (long long)c->HV, (long long)c->K, (long long)c->V);
+        print_field("time_ms", "%.3f", time_s * 1e3);
+        print_field("tokens_per_s", "%.0f", outcome->tokens_per_s);
+        print_field("gflops", "%.2f", gflops);
+        if (strcmp(c->op, "path_attn") == 0) /* PaTH's own work beside the attention count */
+            print_field("algorithm_gflops", "%.2f", algorithm_flops / time_s / 1e9);
+        if (c->mode != MODE_PREFILL)
+            print_field("gb_per_s", "%.2f", gb_per_s);
+        if (c->mode == MODE_ELEMENTWISE)
+            print_field("in_cache_gb_per_s", "%.2f", ok ? cpu.value : NAN);
+        print_field(c->mode == MODE_PREFILL ? "gemm_beside_gflops" : "copy_beside_gb_per_s", "%.2f", beside);
+        print_field("drift", "%.2f", drift);
+        print_field("peak_rss_mb", "%.1f", peak_rss_mb);
+        print_field("io_mb", "%.1f", cpu.bytes > 0 ? cpu.bytes / (1 << 20) : NAN);
+        print_field("repeats", "%.0f", ok ? (double)cpu.repeats : NAN);
+        print_field("reference_ms", "%.1f", reference_s * 1e3);
+        print_field("reference_T", "%.0f", ref.status == STATUS_OK ? (double)ref.reference_T : NAN);
+        printf(" reference_scaled=%s",
+               ref.status == STATUS_OK && ref.reference_T != c->T ? growth_names[config_growth(c)] : "none");
+        if (c->mode != MODE_ELEMENTWISE)
+            print_field("ratio_vs_sgemm", "%.3f", outcome->ratio_vs_sgemm);
+        if (c->mode != MODE_PREFILL)
+            print_field("ratio_vs_bandwidth", "%.3f", outcome->ratio_vs_bandwidth);
+        print_field("ratio_vs_reference", "%.2f", reference_s / time_s);
+        printf(" status=%s", status_names[cpu.status]);
+        if (cpu.message[0])
+            printf(" error=\"%s\"", cpu.message);
+        if (ref.status != STATUS_OK)
+            printf(" reference_status=%s reference_error=\"%s\"", status_names[ref.status], ref.message);
+        printf("\n");
+        fflush(stdout);
+        if (ref.status != STATUS_OK) /* the reference failing is the bench's failure: count it as an error */
+            outcome->status = outcome->status == STATUS_OK || outcome->status == STATUS_UNSUPPORTED
+                                  ? STATUS_ERROR
+                                  : outcome->status;
+    }
 }
 
 /* ---- the summary of the issue's targets ---- */
 
-static const config_outcome *find_outcome(const bench_config *configs, const config_outcome *outcomes, int n,
-                                          const char *op, int bf16, bench_mode mode, int64_t T)
+static const config_outcome *find_outcome(const bench_config *configs, config_outcome (*outcomes)[MAX_ISAS], int n,
+                                          int isa, const char *op, int bf16, bench_mode mode, int64_t B, int64_t T)
 {
     for (int i = 0; i < n; i++)
         if (strcmp(configs[i].op, op) == 0 && configs[i].bf16 == bf16 && configs[i].mode == mode &&
-            (T < 0 || configs[i].T == T))
-            return &outcomes[i];
+            (B < 0 || configs[i].B == B) && (T < 0 || configs[i].T == T))
+            return &outcomes[i][isa];
     return NULL;
 }
 
@@ -839,45 +1329,128 @@ static const char *outcome_problem(const config_outcome *outcome)
     return outcome->status == STATUS_OK ? NULL : status_names[outcome->status];
 }
 
-/* One `target` line: the measured value against the goal, PASS or BELOW, or
- * n/a with why (not run, unsupported, ...). */
-static void print_target(const char *what, const char *metric, double goal, double measured, const char *why_not)
+/* One `target` line: the measured value against the goal, PASS or BELOW
+ * (with the measured bound that limits it, and what that bound is), or n/a
+ * with why (not run, unsupported, ...). */
+static void print_target(const char *isa, const char *what, const char *metric, double goal, double measured,
+                         const char *why_not, double bound, const char *bound_is)
 {
-    printf("target %s metric=%s goal=%.2f", what, metric, goal);
-    if (why_not || isnan(measured))
+    printf("target isa=%s %s metric=%s goal=%.2f", isa, what, metric, goal);
+    if (why_not || isnan(measured)) {
         printf(" measured=na result=n/a why=%s\n", why_not ? why_not : "not_measured");
-    else
-        printf(" measured=%.3f result=%s\n", measured, measured >= goal ? "PASS" : "BELOW");
+        return;
+    }
+    printf(" measured=%.3f result=%s", measured, measured >= goal ? "PASS" : "BELOW");
+    if (measured < goal) {
+        print_field("bound", "%.3f", bound);
+        printf(" bound_is=%s", bound_is);
+    }
+    printf("\n");
 }
 
-static void print_summary(const bench_config *configs, const config_outcome *outcomes, int n, const options *opt,
-                          const char *isa)
+static void print_summary(const bench_config *configs, config_outcome (*outcomes)[MAX_ISAS], int n,
+                          const options *opt, const anchors *a)
 {
-    const int64_t gdr_T = opt->quick ? 256 : 4096;
-    char what[128];
-    printf("summary (the issue's targets; reports, not failures%s)\n", opt->quick ? "; --quick shapes" : "");
-
-    const config_outcome *fp32 = find_outcome(configs, outcomes, n, "gated_delta_rule", 0, MODE_PREFILL, gdr_T);
-    const config_outcome *bf16 = find_outcome(configs, outcomes, n, "gated_delta_rule", 1, MODE_PREFILL, gdr_T);
-    snprintf(what, sizeof what, "op=gated_delta_rule tier=fp32 T=%lld", (long long)gdr_T);
-    print_target(what, "ratio_vs_sgemm", 0.40, fp32 ? fp32->ratio_vs_sgemm : NAN, outcome_problem(fp32));
-
-    /* bf16 is to be faster only where the CPU has AVX512-BF16 (vdpbf16ps) */
-    const char *why_not = strcmp(isa, "avx512") != 0 ? "isa_not_avx512" : outcome_problem(bf16);
-    if (!why_not)
-        why_not = outcome_problem(fp32);
-    snprintf(what, sizeof what, "op=gated_delta_rule tier=bf16 T=%lld", (long long)gdr_T);
-    print_target(what, "tokens_per_s_vs_fp32", 1.5, why_not ? NAN : bf16->tokens_per_s / fp32->tokens_per_s,
-                 why_not);
-
-    static const char *const norm_ops[] = {"dyt", "dyisru"};
-    for (int o = 0; o < 2; o++)
-        for (int tier = 0; tier < 2; tier++) {
-            const config_outcome *norm = find_outcome(configs, outcomes, n, norm_ops[o], tier, MODE_ELEMENTWISE, -1);
-            snprintf(what, sizeof what, "op=%s tier=%s", norm_ops[o], tier ? "bf16" : "fp32");
-            print_target(what, "ratio_vs_bandwidth", 0.70, norm ? norm->ratio_vs_bandwidth : NAN,
-                         outcome_problem(norm));
+    const int64_t prefill_T = opt->quick ? 256 : 4096, attention_T = opt->quick ? 256 : 4096;
+    const int64_t long_T = opt->quick ? 256 : 16384, short_T = opt->quick ? 256 : 1024;
+    char what[160];
+    printf("summary (issue 21's targets, per instruction set; reports, not failures%s)\n",
+           opt->quick ? "; --quick shapes" : "");
+    for (int i = 0; i < opt->n_isas; i++) {
+        const char *isa = opt->isas[i];
+        if (strcmp(isa, "scalar") == 0) {
+            printf("target isa=scalar result=n/a why=no_targets_for_the_scalar_set\n");
+            continue;
         }
+        const isa_anchors *ia = &a->per_isa[i];
+        static const char *const recurrent_ops[] = {"delta_rule", "gated_delta_rule"};
+        for (int o = 0; o < 2; o++) {
+            const char *op = recurrent_ops[o];
+            const config_outcome *fp32 = find_outcome(configs, outcomes, n, i, op, 0, MODE_PREFILL, 1, prefill_T);
+            const config_outcome *bf16 = find_outcome(configs, outcomes, n, i, op, 1, MODE_PREFILL, 1, prefill_T);
+            /* roofline: every product at builtin:cpu's own chunk-shape GEMM rate, nothing else costing time */
+            const bench_config shape = {op, MODE_PREFILL, 0, 1, prefill_T, 16, 16, 128, 128, 1};
+            const double flop_share = config_flops(&shape) / config_algorithm_flops(&shape);
+            snprintf(what, sizeof what, "op=%s tier=fp32 mode=prefill T=%lld", op, (long long)prefill_T);
+            print_target(isa, what, "ratio_vs_sgemm", GOAL_PREFILL_VS_SGEMM, fp32 ? fp32->ratio_vs_sgemm : NAN,
+                         outcome_problem(fp32), flop_share * ia->chunk_gflops / ia->sgemm_gflops,
+                         "recurrent_flops/algorithm_flops*chunk_gemm/sgemm");
+            const char *why_not = outcome_problem(bf16);
+            if (!why_not)
+                why_not = outcome_problem(fp32);
+            const int native_bf16 = strcmp(isa, "avx512") == 0;
+            /* Amdahl's bound from the anchors: the fp32 run's share f of time in its products (their flops at
+             * the chunk GEMM rate), those products sped up by s = bgemm / sgemm, the rest not at all */
+            double bound = 1.0;
+            if (native_bf16 && fp32 && fp32->status == STATUS_OK) {
+                const double share = fmin(1.0, config_algorithm_flops(&shape) /
+                                                   (ia->chunk_gflops * fp32->drift * 1e9) / fp32->time_s);
+                bound = 1.0 / ((1.0 - share) + share * ia->chunk_gflops / ia->chunk_bf16_gflops);
+            }
+            snprintf(what, sizeof what, "op=%s tier=bf16 mode=prefill T=%lld", op, (long long)prefill_T);
+            print_target(isa, what, "tokens_per_s_vs_fp32",
+                         native_bf16 ? GOAL_BF16_VS_FP32_AVX512 : GOAL_BF16_VS_FP32_AVX2,
+                         why_not ? NAN : (bf16->tokens_per_s / bf16->drift) / (fp32->tokens_per_s / fp32->drift),
+                         why_not, bound,
+                         native_bf16 ? "1/((1-f)+f*chunk_sgemm/chunk_bgemm),f=fp32_products_time/fp32_time"
+                                     : "same_kernels");
+        }
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            static const int64_t batches[] = {1, 16};
+            /* B=1's state (1 MiB) stays in the caches: its rate is the step's compute roofline, the bound of
+             * B=16's (16 MiB, from memory) */
+            const config_outcome *in_cache =
+                find_outcome(configs, outcomes, n, i, "gated_delta_rule", bf16, MODE_DECODE, 1, 1);
+            for (int b = 0; b < 2; b++) {
+                const config_outcome *decode =
+                    find_outcome(configs, outcomes, n, i, "gated_delta_rule", bf16, MODE_DECODE, batches[b], 1);
+                snprintf(what, sizeof what, "op=gated_delta_rule tier=%s mode=decode B=%lld", bf16 ? "bf16" : "fp32",
+                         (long long)batches[b]);
+                const int bounded = b > 0 && in_cache && in_cache->status == STATUS_OK;
+                print_target(isa, what, "ratio_vs_bandwidth", GOAL_VS_BANDWIDTH,
+                             decode ? decode->ratio_vs_bandwidth : NAN, outcome_problem(decode),
+                             bounded ? fmin(1.0, in_cache->ratio_vs_bandwidth) : 1.0,
+                             bounded ? "min(1,decode_B1_in_cache/copy)" : "copy");
+            }
+        }
+        static const char *const norm_ops[] = {"dyt",     "dyt_vjp",     "dyisru",  "dyisru_vjp",
+                                               "rmsnorm", "rmsnorm_vjp", "softcap", "softcap_vjp"};
+        for (int o = 0; o < 8; o++)
+            for (int tier = 0; tier < 2; tier++) {
+                const config_outcome *norm =
+                    find_outcome(configs, outcomes, n, i, norm_ops[o], tier, MODE_ELEMENTWISE, -1, -1);
+                snprintf(what, sizeof what, "op=%s tier=%s mode=elementwise", norm_ops[o], tier ? "bf16" : "fp32");
+                print_target(isa, what, "ratio_vs_bandwidth", GOAL_VS_BANDWIDTH, norm ? norm->ratio_vs_bandwidth : NAN,
+                             outcome_problem(norm),
+                             norm ? fmin(1.0, norm->in_cache_ratio_vs_bandwidth) : NAN, "min(1,in_cache/copy)");
+            }
+        static const char *const attention_ops[] = {"softmax_attn", "fox", "path_attn"};
+        for (int o = 0; o < 3; o++)
+            for (int tier = 0; tier < 2; tier++) {
+                const config_outcome *att =
+                    find_outcome(configs, outcomes, n, i, attention_ops[o], tier, MODE_PREFILL, -1, attention_T);
+                const bench_config shape = {attention_ops[o], MODE_PREFILL, 0, 1, attention_T, 4, 4, 64, 64, 1};
+                snprintf(what, sizeof what, "op=%s tier=%s mode=prefill T=%lld", attention_ops[o],
+                         tier ? "bf16" : "fp32", (long long)attention_T);
+                print_target(isa, what, "ratio_vs_sgemm", GOAL_ATTENTION_VS_SGEMM, att ? att->ratio_vs_sgemm : NAN,
+                             outcome_problem(att),
+                             config_flops(&shape) / config_algorithm_flops(&shape) * ia->block_gflops /
+                                 ia->sgemm_gflops,
+                             "attention_flops/algorithm_flops*block_gemm/sgemm");
+            }
+        /* O(state) memory: the recurrent family's workspace does not grow with T */
+        for (int o = 0; o < 2 && long_T > short_T; o++) {
+            const config_outcome *s = find_outcome(configs, outcomes, n, i, recurrent_ops[o], 0, MODE_PREFILL, 1, short_T);
+            const config_outcome *l = find_outcome(configs, outcomes, n, i, recurrent_ops[o], 0, MODE_PREFILL, 1, long_T);
+            const char *why_not = outcome_problem(s) ? outcome_problem(s) : outcome_problem(l);
+            snprintf(what, sizeof what, "op=%s tier=fp32 mode=prefill T=%lld_vs_%lld", recurrent_ops[o],
+                     (long long)long_T, (long long)short_T);
+            /* PASS when the growth is within the slack: measured = slack - growth, goal 0 */
+            print_target(isa, what, "workspace_slack_mb", 0.0,
+                         why_not ? NAN : WORKSPACE_SLACK_MB - (l->workspace_mb - s->workspace_mb), why_not, NAN,
+                         "workspace_grows_with_T");
+        }
+    }
 }
 
 /* ---- main ---- */
@@ -905,44 +1478,81 @@ static void cpu_model(char *model, size_t size)
     fclose(f);
 }
 
+/* `lacs-bench --sgemm-anchor-child FD N`: the sgemm anchor, executed afresh
+ * under the OPENBLAS_CORETYPE its parent set (run_sgemm_anchor). */
+static int sgemm_anchor_child(int argc, char **argv)
+{
+    if (argc != 4)
+        return 2;
+    const int fd = atoi(argv[2]), n = atoi(argv[3]);
+    child_result r;
+    memset(&r, 0, sizeof r);
+    sgemm_anchor_job(&n, &r);
+    return send_result(fd, &r) == 0 ? 0 : 3;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--sgemm-anchor-child") == 0)
+        return sgemm_anchor_child(argc, argv);
     options opt;
     const int parsed = parse_options(argc, argv, &opt);
     if (parsed != 0)
         return parsed > 0 ? 0 : 2;
     const double started = now_seconds();
-
-    const char *isa = lacs_cpu_isa_name();
-    if (!isa) {
+    if (!lacs_cpu_isa_name()) {
         fprintf(stderr, "lacs-bench: %s\n", lacs_last_error());
         return 2;
     }
     char model[256];
     cpu_model(model, sizeof model);
-    printf("machine cpu=\"%s\" cores=%ld isa=%s threads=%d run=%s\n", model, sysconf(_SC_NPROCESSORS_ONLN), isa,
-           lacs_cpu_threads(), opt.quick ? "quick" : "full");
+    printf("machine cpu=\"%s\" cores=%ld isas=", model, sysconf(_SC_NPROCESSORS_ONLN));
+    for (int i = 0; i < opt.n_isas; i++)
+        printf("%s%s", i ? "," : "", opt.isas[i]);
+    double load[3] = {NAN, NAN, NAN};
+    if (getloadavg(load, 3) != 3)
+        load[0] = load[1] = load[2] = NAN;
+    printf(" threads=%d run=%s loadavg=%.2f,%.2f,%.2f\n", lacs_cpu_threads(), opt.quick ? "quick" : "full", load[0],
+           load[1], load[2]);
 
     /* The anchors first, each in its own child (OpenBLAS's thread pool dies with it). */
-    anchors a = {NAN, NAN};
+    const unsigned limit_s = opt.quick ? QUICK_CHILD_LIMIT_S : CHILD_LIMIT_S;
+    anchors a;
+    memset(&a, 0, sizeof a);
     int errors = 0;
     child_result r;
     double rss;
     const int sgemm_n = opt.quick ? 512 : 2048;
-    run_in_child(sgemm_job, &sgemm_n, opt.quick ? QUICK_CHILD_LIMIT_S : CHILD_LIMIT_S, &r, &rss);
-    if (r.status == STATUS_OK)
-        a.sgemm_gflops = r.value;
-    else
-        errors++;
-    printf("anchor name=sgemm");
-    print_field("gflops", "%.1f", a.sgemm_gflops);
-    printf(" n=%d threads=%d passes=%d openblas_core=%s status=%s\n", sgemm_n, r.threads, SGEMM_PASSES,
-           openblas_get_corename(), status_names[r.status]);
-    run_in_child(copy_job, NULL, opt.quick ? QUICK_CHILD_LIMIT_S : CHILD_LIMIT_S, &r, &rss);
-    if (r.status == STATUS_OK)
-        a.copy_gb_per_s = r.value;
-    else
-        errors++;
+    for (int i = 0; i < opt.n_isas; i++) {
+        isa_anchors *ia = &a.per_isa[i];
+        ia->isa = opt.isas[i];
+        run_sgemm_anchor(sgemm_n, anchor_coretype(opt.isas[i]), limit_s, &r);
+        ia->sgemm_gflops = r.status == STATUS_OK ? r.value : NAN;
+        errors += r.status != STATUS_OK;
+        printf("anchor name=sgemm isa=%s", opt.isas[i]);
+        print_field("gflops", "%.1f", ia->sgemm_gflops);
+        printf(" n=%d threads=%d passes=%d openblas_core=%s status=%s\n", sgemm_n, r.threads, SGEMM_PASSES,
+               r.core[0] ? r.core : "na", status_names[r.status]);
+        const struct {
+            const char *name;
+            const gemm_rate_request *shape;
+            double *value;
+        } rates[] = {{"chunk_sgemm", &chunk_shape, &ia->chunk_gflops},
+                     {"chunk_bgemm", &chunk_bf16_shape, &ia->chunk_bf16_gflops},
+                     {"block_sgemm", &block_shape, &ia->block_gflops}};
+        for (int k = 0; k < 3; k++) {
+            run_in_child(gemm_rate_job, rates[k].shape, opt.isas[i], limit_s, &r, &rss);
+            *rates[k].value = r.status == STATUS_OK ? r.value : NAN;
+            errors += r.status != STATUS_OK;
+            printf("anchor name=%s isa=%s impl=builtin:cpu", rates[k].name, opt.isas[i]);
+            print_field("gflops", "%.1f", *rates[k].value);
+            printf(" m=%lld n=%lld k=%lld threads=%d status=%s\n", (long long)rates[k].shape->m,
+                   (long long)rates[k].shape->n, (long long)rates[k].shape->k, r.threads, status_names[r.status]);
+        }
+    }
+    run_in_child(copy_job, NULL, NULL, limit_s, &r, &rss);
+    a.copy_gb_per_s = r.status == STATUS_OK ? r.value : NAN;
+    errors += r.status != STATUS_OK;
     printf("anchor name=copy");
     print_field("gb_per_s", "%.2f", a.copy_gb_per_s);
     printf(" mib=%zu threads=%d passes=%d status=%s\n", COPY_BYTES >> 20, r.threads, COPY_PASSES,
@@ -950,14 +1560,18 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     static bench_config configs[MAX_CONFIGS];
-    static config_outcome outcomes[MAX_CONFIGS];
+    static config_outcome outcomes[MAX_CONFIGS][MAX_ISAS];
     const int n = build_configs(&opt, configs);
     for (int i = 0; i < n; i++) {
-        outcomes[i] = run_config(&configs[i], &a, &opt);
-        if (outcomes[i].status == STATUS_ERROR || outcomes[i].status == STATUS_TIMEOUT)
-            errors++;
+        run_config(&configs[i], &a, &opt, outcomes[i]);
+        for (int k = 0; k < opt.n_isas; k++)
+            if (outcomes[i][k].status == STATUS_ERROR || outcomes[i][k].status == STATUS_TIMEOUT)
+                errors++;
     }
-    print_summary(configs, outcomes, n, &opt, isa);
-    printf("done wall_s=%.1f errors=%d\n", now_seconds() - started, errors);
+    print_summary(configs, outcomes, n, &opt, &a);
+    if (getloadavg(load, 3) != 3)
+        load[0] = load[1] = load[2] = NAN;
+    printf("done wall_s=%.1f errors=%d loadavg=%.2f,%.2f,%.2f\n", now_seconds() - started, errors, load[0], load[1],
+           load[2]);
     return errors ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-/* builtin:cpu's GEMM kernels (optimized/cpu/gemm_*.c, optimized/cpu/README.md), for every
+/* builtin:cpu's GEMM (optimized/cpu/gemm_frame.h over gemm_*.c, optimized/cpu/README.md), for every
  * instruction set this CPU has (the others are skipped with a message):
  *   sgemm_*, bgemm_*  C (+)= A B against the exact product (double) on the
  *                     chunk algorithm's shapes, small and odd ones, k = 1,
@@ -6,6 +6,12 @@
  *                     than the matrices, accumulate on and off;
  *   empty_*           m = 0 or n = 0 leave C alone; k = 0 zeroes it or keeps it;
  *   bgemm_denormals   vdpbf16ps's flush to zero stays within the underflow term;
+ *   general_forms     the frame's options (gemm_frame.h): A or B transposed, a
+ *                     beta other than 0 and 1, A lower triangular (its upper
+ *                     part skipped), only C's lower triangle wanted (the rest
+ *                     may be left, but nothing past m x n written);
+ *   packed_b          a right operand packed once (pack_b) and read by
+ *                     sgemm_packed gives the general form's C bit for bit;
  *   wrong_kernels     deliberately wrong kernels that the same bound rejects.
  *
  * The bound, per element: with M_ij = |C0_ij| + sum_p |A_ip| |B_pj| (C0 the C
@@ -300,6 +306,201 @@ Test(cpu_gemm, bgemm_denormals_within_underflow_term)
                         tables[t]->isa, accumulate, ratio);
         }
     }
+}
+
+/* ---- the general forms ---- */
+
+typedef void (*sgemm_general_fn)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                                 int64_t ldb, float *C, int64_t ldc, float beta, unsigned flags);
+typedef void (*bgemm_general_fn)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda,
+                                 const uint16_t *Bp, float *C, int64_t ldc, float beta, unsigned flags);
+
+/* One general product: op(A), op(B) drawn as [m x k] and [k x n] (A's upper
+ * part zero for A_LOWER), stored transposed where the flags say, C0 random;
+ * C = op(A) op(B) + beta C0 checked against the exact value within the bound
+ * (beta C0 is one more rounding, in the bound's k + 1), on the lower
+ * triangle only for C_LOWER; C's padding must keep its sentinel. sgemm
+ * (bgemm NULL) or bgemm (the LOWER flags only). Returns the worst ratio. */
+static double run_general(const shape *s, float beta, unsigned flags, uint64_t seed, sgemm_general_fn sgemm,
+                          bgemm_general_fn bgemm)
+{
+    uint64_t state = seed;
+    const int64_t m = s->m, n = s->n, k = s->k;
+    const int64_t lda = k + PAD_A, ldb = n + PAD_B, ldc = n + PAD_C;
+    float *A = random_matrix(m, k, lda, NAN, &state), *B = random_matrix(k, n, ldb, NAN, &state);
+    float *C0 = random_matrix(m, n, ldc, C_SENTINEL, &state);
+    float *C = copy_of(C0, m * ldc);
+    if (flags & LACS_GEMM_A_LOWER)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t p = i + 1; p < k; p++)
+                A[i * lda + p] = 0.0f;
+    if (bgemm) { /* the operands become bf16 values */
+        uint16_t *A16 = to_bf16(A, m * lda), *B16 = to_bf16(B, k * ldb);
+        uint16_t *Bp = malloc((lacs_cpu_packed_bf16_size(k, n) + 1) * sizeof *Bp);
+        cr_assert(Bp != NULL);
+        lacs_cpu_pack_bf16(k, n, B16, ldb, Bp);
+        for (int64_t i = 0; i < m * lda; i++)
+            A[i] = lacs_cpu_bf16_to_f32(A16[i]);
+        for (int64_t i = 0; i < k * ldb; i++)
+            B[i] = lacs_cpu_bf16_to_f32(B16[i]);
+        bgemm(m, n, k, A16, lda, Bp, C, ldc, beta, flags);
+        free(A16);
+        free(B16);
+        free(Bp);
+    } else {
+        /* the stored operands: transposed copies (NaN-padded) where the flags ask */
+        const int64_t ldat = m + PAD_A, ldbt = k + PAD_B;
+        float *At = random_matrix(k, m, ldat, NAN, &state), *Bt = random_matrix(n, k, ldbt, NAN, &state);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t p = 0; p < k; p++)
+                At[p * ldat + i] = A[i * lda + p];
+        for (int64_t p = 0; p < k; p++)
+            for (int64_t j = 0; j < n; j++)
+                Bt[j * ldbt + p] = B[p * ldb + j];
+        const int a_t = (flags & LACS_GEMM_A_TRANSPOSED) != 0, b_t = (flags & LACS_GEMM_B_TRANSPOSED) != 0;
+        sgemm(m, n, k, a_t ? At : A, a_t ? ldat : lda, b_t ? Bt : B, b_t ? ldbt : ldb, C, ldc, beta, flags);
+        free(At);
+        free(Bt);
+    }
+    double worst = 0;
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            if ((flags & LACS_GEMM_C_LOWER) && j > i)
+                continue;
+            const double c0 = beta == 0.0f ? 0.0 : (double)beta * C0[i * ldc + j];
+            double exact = c0, magnitude = fabs(c0), inputs = 0;
+            for (int64_t p = 0; p < k; p++) {
+                exact += (double)A[i * lda + p] * B[p * ldb + j];
+                magnitude += fabs((double)A[i * lda + p] * B[p * ldb + j]);
+                inputs += fabs((double)A[i * lda + p]) + fabs((double)B[p * ldb + j]);
+            }
+            const double bound = BOUND_FACTOR * (double)(k + 1) * UNIT_ROUNDOFF * magnitude +
+                                 (bgemm ? 0x1p-126 * ((double)k + 2 + inputs) : 0x1p-149 * (double)(k + 1));
+            const double error = fabs((double)C[i * ldc + j] - exact);
+            const double ratio = isnan(error) ? INFINITY : error == 0 ? 0 : bound == 0 ? INFINITY : error / bound;
+            worst = fmax(worst, ratio);
+        }
+        for (int64_t j = n; j < ldc; j++)
+            if (C[i * ldc + j] != C_SENTINEL)
+                worst = INFINITY;
+    }
+    free(A);
+    free(B);
+    free(C0);
+    free(C);
+    return worst;
+}
+
+Test(cpu_gemm, general_forms_within_bound)
+{
+    static const float betas[] = {0.0f, 1.0f, 0.75f, -2.0f};
+    static const unsigned sgemm_flags[] = {0,
+                                           LACS_GEMM_A_TRANSPOSED,
+                                           LACS_GEMM_B_TRANSPOSED,
+                                           LACS_GEMM_A_TRANSPOSED | LACS_GEMM_B_TRANSPOSED,
+                                           LACS_GEMM_A_LOWER,
+                                           LACS_GEMM_C_LOWER,
+                                           LACS_GEMM_A_LOWER | LACS_GEMM_B_TRANSPOSED,
+                                           LACS_GEMM_C_LOWER | LACS_GEMM_A_TRANSPOSED | LACS_GEMM_B_TRANSPOSED};
+    static const unsigned bgemm_flags[] = {0, LACS_GEMM_A_LOWER, LACS_GEMM_C_LOWER};
+    /* square and non-square shapes, tiles cut by m and n, k past the blocks */
+    static const shape general_shapes[] = {{64, 64, 64}, {32, 128, 32}, {128, 128, 32}, {65, 47, 65},
+                                           {17, 33, 300}, {9, 9, 9},     {1, 40, 1},     {70, 70, 600}};
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        double worst = 0;
+        uint64_t seed = 3000;
+        for (size_t s = 0; s < sizeof general_shapes / sizeof general_shapes[0]; s++)
+            for (size_t b = 0; b < sizeof betas / sizeof betas[0]; b++) {
+                for (size_t f = 0; f < sizeof sgemm_flags / sizeof sgemm_flags[0]; f++) {
+                    const double ratio = run_general(&general_shapes[s], betas[b], sgemm_flags[f], seed++,
+                                                     tables[t]->sgemm_general, NULL);
+                    cr_expect(ratio <= 1, "%s sgemm_general (%lld, %lld, %lld) beta %g flags %u: error / bound = %g",
+                              tables[t]->isa, (long long)general_shapes[s].m, (long long)general_shapes[s].n,
+                              (long long)general_shapes[s].k, (double)betas[b], sgemm_flags[f], ratio);
+                    worst = fmax(worst, ratio);
+                }
+                for (size_t f = 0; f < sizeof bgemm_flags / sizeof bgemm_flags[0]; f++) {
+                    const double ratio = run_general(&general_shapes[s], betas[b], bgemm_flags[f], seed++, NULL,
+                                                     tables[t]->bgemm_general);
+                    cr_expect(ratio <= 1, "%s bgemm_general (%lld, %lld, %lld) beta %g flags %u: error / bound = %g",
+                              tables[t]->isa, (long long)general_shapes[s].m, (long long)general_shapes[s].n,
+                              (long long)general_shapes[s].k, (double)betas[b], bgemm_flags[f], ratio);
+                    worst = fmax(worst, ratio);
+                }
+            }
+        cr_log_info("cpu_gemm: %s general forms: worst error / bound %.3g", tables[t]->isa, worst);
+    }
+}
+
+/* B packed once and read by sgemm_packed: the same C as sgemm_general, bit for bit (the same panels, the same order of
+ * every sum), for B as given and transposed, with the other options. */
+Test(cpu_gemm, packed_b_gives_the_general_forms_result)
+{
+    static const shape packed_shapes[] = {{64, 128, 128}, {128, 128, 32}, {65, 47, 300}, {7, 33, 9}, {128, 64, 64}};
+    static const unsigned flags[] = {0, LACS_GEMM_B_TRANSPOSED, LACS_GEMM_A_LOWER, LACS_GEMM_C_LOWER,
+                                     LACS_GEMM_A_TRANSPOSED | LACS_GEMM_B_TRANSPOSED};
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        for (size_t si = 0; si < sizeof packed_shapes / sizeof packed_shapes[0]; si++)
+            for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++) {
+                const shape *sh = &packed_shapes[si];
+                uint64_t state = 4000 + si * 10 + f;
+                const int a_t = (flags[f] & LACS_GEMM_A_TRANSPOSED) != 0, b_t = (flags[f] & LACS_GEMM_B_TRANSPOSED) != 0;
+                const int64_t lda = (a_t ? sh->m : sh->k) + PAD_A, ldb = (b_t ? sh->k : sh->n) + PAD_B,
+                              ldc = sh->n + PAD_C;
+                float *A = random_matrix(a_t ? sh->k : sh->m, a_t ? sh->m : sh->k, lda, NAN, &state);
+                float *B = random_matrix(b_t ? sh->n : sh->k, b_t ? sh->k : sh->n, ldb, NAN, &state);
+                if (flags[f] & LACS_GEMM_A_LOWER)
+                    for (int64_t i = 0; i < sh->m; i++)
+                        for (int64_t p = i + 1; p < sh->k; p++)
+                            A[i * lda + p] = 0.0f;
+                float *C1 = random_matrix(sh->m, sh->n, ldc, C_SENTINEL, &state);
+                float *C2 = copy_of(C1, sh->m * ldc);
+                float *Bp = malloc((tables[t]->packed_b_size(sh->k, sh->n) + 1) * sizeof *Bp);
+                cr_assert(Bp != NULL);
+                tables[t]->sgemm_general(sh->m, sh->n, sh->k, A, lda, B, ldb, C1, ldc, 0.5f, flags[f]);
+                tables[t]->pack_b(sh->k, sh->n, B, ldb, flags[f], Bp);
+                tables[t]->sgemm_packed(sh->m, sh->n, sh->k, A, lda, Bp, C2, ldc, 0.5f, flags[f]);
+                cr_expect(memcmp(C1, C2, (size_t)(sh->m * ldc) * sizeof *C1) == 0,
+                          "%s sgemm_packed (%lld, %lld, %lld) flags %u differs from sgemm_general", tables[t]->isa,
+                          (long long)sh->m, (long long)sh->n, (long long)sh->k, flags[f]);
+                free(A);
+                free(B);
+                free(C1);
+                free(C2);
+                free(Bp);
+            }
+    }
+}
+
+/* The general form taking beta as 1 whatever it is: rejected. */
+static void sgemm_general_ignores_beta(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B,
+                                       int64_t ldb, float *C, int64_t ldc, float beta, unsigned flags)
+{
+    (void)beta;
+    lacs_cpu_gemm_scalar.sgemm_general(m, n, k, A, lda, B, ldb, C, ldc, 1.0f, flags);
+}
+
+/* The general form reading a transposed A as if it were not: rejected. */
+static void sgemm_general_ignores_transpose(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda,
+                                            const float *B, int64_t ldb, float *C, int64_t ldc, float beta,
+                                            unsigned flags)
+{
+    lacs_cpu_gemm_scalar.sgemm_general(m, n, k, A, lda, B, ldb, C, ldc, beta, flags & ~LACS_GEMM_A_TRANSPOSED);
+}
+
+Test(cpu_gemm, wrong_general_forms_are_rejected)
+{
+    const shape square = {32, 32, 32};
+    cr_assert(run_general(&square, 0.75f, LACS_GEMM_A_TRANSPOSED, 9, lacs_cpu_gemm_scalar.sgemm_general, NULL) <= 1);
+    const double ignores_beta = run_general(&square, 0.75f, 0, 9, sgemm_general_ignores_beta, NULL);
+    const double ignores_transpose =
+        run_general(&square, 0.75f, LACS_GEMM_A_TRANSPOSED, 9, sgemm_general_ignores_transpose, NULL);
+    cr_expect(ignores_beta > 1, "a general sgemm that ignores beta passes: error / bound = %g", ignores_beta);
+    cr_expect(ignores_transpose > 1, "a general sgemm that ignores A^T passes: error / bound = %g", ignores_transpose);
 }
 
 /* ---- wrong kernels, which the same bound must reject ---- */

@@ -25,7 +25,10 @@
  *   cpu_norms_ieee              every op at the IEEE specials against
  *                               builtin:reference (below);
  *   cpu_norms_threads           every output bit for bit the same for 1, 2
- *                               and 5 threads (below).
+ *                               and 5 threads (below);
+ *   cpu_norms_stream            outputs written with non-temporal stores
+ *                               (16 MiB and more) the same as written
+ *                               with ordinary ones (below).
  * The bounds are the ones stated in the kernels' files, the largest errors
  * over all 2^32 fp32 inputs (LACS_TANH_EXHAUSTIVE=1 below, or any scan):
  * tanh 2.61 ulp for the vector kernels (2.6059 measured), 0.52 for the
@@ -624,4 +627,133 @@ Test(cpu_norms_threads, every_output_is_the_same_for_every_thread_count)
             }
     }
     cr_log_info("cpu_norms_threads: %d comparisons", compared);
+}
+
+/* ---- cpu_norms_stream: the non-temporal stores change no result ----
+ *
+ * An output of LACS_CPU_STREAM_BYTES or more is written with non-temporal
+ * stores (forward ops and VJPs: through an aligned head, whole aligned
+ * vectors, a tail; the VJPs of DyT, DyISRU and softcap through a strip
+ * buffer). 1030 rows of 4099 (odd: every row starts at another alignment),
+ * 16.9 MB of fp32 output, every op, both tiers, every instruction set: y or
+ * dx bit for bit the same as from calls on 103 rows at a time (1.7 MB: the
+ * ordinary stores), whose values depend on nothing else (the inputs are
+ * tame: every vector takes the same path); the sums (dweight, dbias, dalpha,
+ * dC, dcap; summed in other blocks) within 1e-5 relative. */
+
+enum { STREAM_ROWS = 1030, STREAM_DIM = 4099, STREAM_CHUNK_ROWS = 103 };
+
+typedef struct {
+    const float *x, *dy, *weight, *bias;
+    const uint16_t *x16, *dy16, *weight16, *bias16;
+} stream_inputs;
+
+/* `op` under `isa` on `rows` rows from row `first`: the main output (y or dx)
+ * into main, the other outputs (sums) into sums; returns how many sums. */
+static int run_rows_of(const char *op, const char *isa, int bf16, const stream_inputs *s, int64_t first, int64_t rows,
+                       float *main, float *sums)
+{
+    const float alpha = 0.8f, C = 0.5f;
+    const uint16_t alpha16 = lacs_cpu_f32_to_bf16(alpha), C16 = lacs_cpu_f32_to_bf16(C);
+    const lacs_dtype dtype = bf16 ? LACS_BF16 : LACS_F32;
+    const int64_t shape[2] = {rows, STREAM_DIM}, columns[1] = {STREAM_DIM}, one[1] = {1};
+    const int64_t offset = first * STREAM_DIM;
+    const int vjp = strstr(op, "_vjp") != NULL;
+    const int affine = !strncmp(op, "dyt", 3) || !strncmp(op, "dyisru", 6),
+              weighted = affine || !strncmp(op, "rmsnorm", 7);
+    lacs_tensor in[5];
+    int n_in = 0;
+    in[n_in++] = (lacs_tensor){"x", dtype, 2, shape, bf16 ? (void *)(s->x16 + offset) : (void *)(s->x + offset)};
+    if (vjp)
+        in[n_in++] =
+            (lacs_tensor){"dy", dtype, 2, shape, bf16 ? (void *)(s->dy16 + offset) : (void *)(s->dy + offset)};
+    if (!strncmp(op, "dyt", 3))
+        in[n_in++] = (lacs_tensor){"alpha", dtype, 1, one, bf16 ? (void *)&alpha16 : (void *)&alpha};
+    if (!strncmp(op, "dyisru", 6))
+        in[n_in++] = (lacs_tensor){"C", dtype, 1, one, bf16 ? (void *)&C16 : (void *)&C};
+    if (weighted)
+        in[n_in++] = (lacs_tensor){"weight", dtype, 1, columns, bf16 ? (void *)s->weight16 : (void *)s->weight};
+    if (affine && !vjp)
+        in[n_in++] = (lacs_tensor){"bias", dtype, 1, columns, bf16 ? (void *)s->bias16 : (void *)s->bias};
+    const lacs_param params[1] = {
+        {!strncmp(op, "softcap", 7) ? "cap" : "eps", !strncmp(op, "softcap", 7) ? 2.5 : 1e-6}};
+    const int n_params = !strncmp(op, "softcap", 7) || !strncmp(op, "rmsnorm", 7) || !strncmp(op, "l2norm", 6);
+    lacs_output_shape shapes[LACS_OPS_MAX_OUTPUTS];
+    int n_out = 0;
+    cr_assert_eq(lacs_reference_output_shapes(op, in, n_in, shapes, &n_out), LACS_OK);
+    lacs_tensor outputs[LACS_OPS_MAX_OUTPUTS];
+    float *cursor = sums;
+    for (int o = 0; o < n_out; o++) {
+        int64_t count = 1;
+        for (int d = 0; d < shapes[o].ndim; d++)
+            count *= shapes[o].shape[d];
+        outputs[o] = (lacs_tensor){shapes[o].name, LACS_F32, shapes[o].ndim, shapes[o].shape, o == 0 ? main : cursor};
+        if (o > 0)
+            cursor += count;
+    }
+    setenv("LACS_ISA", isa, 1);
+    const int rc = lacs_cpu_run(op, in, n_in, params, n_params, outputs, n_out);
+    unsetenv("LACS_ISA");
+    cr_assert_eq(rc, LACS_OK, "%s under %s: %s", op, isa, lacs_last_error());
+    return (int)(cursor - sums);
+}
+
+Test(cpu_norms_stream, non_temporal_stores_change_no_result, .timeout = 300)
+{
+    cr_assert_geq((double)STREAM_ROWS * STREAM_DIM * sizeof(float), (double)LACS_CPU_STREAM_BYTES);
+    cr_assert_lt((double)STREAM_CHUNK_ROWS * STREAM_DIM * sizeof(float), (double)LACS_CPU_STREAM_BYTES);
+    static const char *const ops[] = {"rmsnorm",    "rmsnorm_vjp", "dyt",         "dyt_vjp", "dyisru",
+                                      "dyisru_vjp", "softcap",     "softcap_vjp", "l2norm",  "l2norm_vjp"};
+    const int64_t n = (int64_t)STREAM_ROWS * STREAM_DIM;
+    float *x = malloc((size_t)n * sizeof *x), *dy = malloc((size_t)n * sizeof *dy);
+    uint16_t *x16 = malloc((size_t)n * sizeof *x16), *dy16 = malloc((size_t)n * sizeof *dy16);
+    float *whole = malloc((size_t)n * sizeof *whole), *parts = malloc((size_t)n * sizeof *parts);
+    static float weight[STREAM_DIM], bias[STREAM_DIM];
+    static uint16_t weight16[STREAM_DIM], bias16[STREAM_DIM];
+    static float whole_sums[2 * STREAM_DIM + 1], part_sums[2 * STREAM_DIM + 1], total_sums[2 * STREAM_DIM + 1];
+    cr_assert(x && dy && x16 && dy16 && whole && parts);
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = pattern((uint64_t)i, 5) * 3.0f;
+        dy[i] = pattern((uint64_t)i, 6);
+        x16[i] = lacs_cpu_f32_to_bf16(x[i]);
+        dy16[i] = lacs_cpu_f32_to_bf16(dy[i]);
+    }
+    for (int i = 0; i < STREAM_DIM; i++) {
+        weight[i] = 1.0f + pattern((uint64_t)i, 7) / 4;
+        bias[i] = pattern((uint64_t)i, 8) / 8;
+        weight16[i] = lacs_cpu_f32_to_bf16(weight[i]);
+        bias16[i] = lacs_cpu_f32_to_bf16(bias[i]);
+    }
+    const stream_inputs s = {x, dy, weight, bias, x16, dy16, weight16, bias16};
+    int compared = 0;
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+            for (int bf16 = 0; bf16 <= 1; bf16++) {
+                const int n_sums = run_rows_of(ops[o], tables[t]->isa, bf16, &s, 0, STREAM_ROWS, whole, whole_sums);
+                memset(total_sums, 0, sizeof total_sums);
+                for (int64_t first = 0; first < STREAM_ROWS; first += STREAM_CHUNK_ROWS) {
+                    run_rows_of(ops[o], tables[t]->isa, bf16, &s, first, STREAM_CHUNK_ROWS,
+                                parts + first * STREAM_DIM, part_sums);
+                    for (int k = 0; k < n_sums; k++)
+                        total_sums[k] += part_sums[k];
+                }
+                cr_expect(memcmp(whole, parts, (size_t)n * sizeof *whole) == 0,
+                          "%s under %s (%s): the streamed output differs from the ordinary one", ops[o],
+                          tables[t]->isa, bf16 ? "bf16" : "fp32");
+                for (int k = 0; k < n_sums; k++)
+                    cr_expect(fabsf(whole_sums[k] - total_sums[k]) <= 1e-5f * (fabsf(total_sums[k]) + 1.0f),
+                              "%s under %s (%s): sum %d is %.9g, %.9g from the parts", ops[o], tables[t]->isa,
+                              bf16 ? "bf16" : "fp32", k, whole_sums[k], total_sums[k]);
+                compared++;
+            }
+    }
+    cr_log_info("cpu_norms_stream: %d comparisons", compared);
+    free(x);
+    free(dy);
+    free(x16);
+    free(dy16);
+    free(whole);
+    free(parts);
 }

@@ -287,15 +287,19 @@ static void transpose_block(const float *x, int64_t heads, int64_t K, int64_t he
 }
 
 /* The tiles of q/k heads first_head .. first_head + heads - 1 (one pass),
- * [heads][n_blocks][K][BLOCK]. */
+ * [heads][n_blocks][key_tile_size floats]: each block's K^T, packed once as the
+ * right operand of the products S = X K_b^T (lacs_cpu_gemm's pack_b: the
+ * block's own tokens; a product reads no more columns than those). */
 typedef struct {
     block_job base;
     float *tiles;
 } key_tiles_job;
 
+static size_t key_tile_size(const problem *p) { return p->gemm->packed_b_size(p->K, BLOCK); }
+
 static float *key_tile(const problem *p, float *tiles, int64_t head_in_pass, int64_t index)
 {
-    return tiles + (head_in_pass * p->n_blocks + index) * p->K * BLOCK;
+    return tiles + (size_t)(head_in_pass * p->n_blocks + index) * key_tile_size(p);
 }
 
 static void key_tile_task(void *context, int64_t item, int thread)
@@ -304,14 +308,46 @@ static void key_tile_task(void *context, int64_t item, int thread)
     const key_tiles_job *job = context;
     const problem *p = job->base.p;
     const block_item *it = &job->base.items[item];
-    transpose_block(p->k, p->H, p->K, it->head, item_first(it), item_rows(it),
-                    key_tile(p, job->tiles, it->head - job->base.first_head, it->index), BLOCK);
+    p->gemm->pack_b(p->K, item_rows(it), p->k + (item_first(it) * p->H + it->head) * p->K, p->H * p->K,
+                    LACS_GEMM_B_TRANSPOSED, key_tile(p, job->tiles, it->head - job->base.first_head, it->index));
 }
 
 static int make_key_tiles(const problem *p, int64_t first_head, int64_t heads, float *tiles)
 {
     key_tiles_job job = {{p, NULL, 0}, tiles};
     return run_blocks(&job.base, first_head, heads, key_tile_task);
+}
+
+/* The values of value heads first_head .. first_head + heads - 1 (a pass),
+ * [heads][n_blocks][value_tile_size floats]: each block's rows [tokens x V], packed
+ * once as the right operand of N += P V_b. */
+typedef struct {
+    block_job base;
+    const float *values; /* [tokens, HV, V] */
+    float *tiles;
+} value_tiles_job;
+
+static size_t value_tile_size(const problem *p) { return p->gemm->packed_b_size(BLOCK, p->V); }
+
+static float *value_tile(const problem *p, float *tiles, int64_t head_in_pass, int64_t index)
+{
+    return tiles + (size_t)(head_in_pass * p->n_blocks + index) * value_tile_size(p);
+}
+
+static void value_tile_task(void *context, int64_t item, int thread)
+{
+    (void)thread;
+    const value_tiles_job *job = context;
+    const problem *p = job->base.p;
+    const block_item *it = &job->base.items[item];
+    p->gemm->pack_b(item_rows(it), p->V, job->values + (item_first(it) * p->HV + it->head) * p->V, p->HV * p->V, 0,
+                    value_tile(p, job->tiles, it->head - job->base.first_head, it->index));
+}
+
+static int make_value_tiles(const problem *p, const float *values, int64_t first_head, int64_t heads, float *tiles)
+{
+    value_tiles_job job = {{p, NULL, 0}, values, tiles};
+    return run_blocks(&job.base, first_head, heads, value_tile_task);
 }
 
 /* ---- log gates (H10, PaTH-FoX) ---- */
@@ -492,12 +528,11 @@ static float *workspace_of(const problem *p, const workspaces *ws, int thread, r
 /* ---- softmax_attn (H1) and fox (H10) ---- */
 
 /* The attention of query blocks over the key tiles of a pass of q/k heads
- * (starting at q/k head first_head / group) with values `values`
- * ([tokens, HV, V]: v, or DeltaFormer's u) into `dest`. */
+ * (starting at q/k head first_head / group) with the value tiles of their
+ * value heads (of v, or DeltaFormer's u) into `dest`. */
 typedef struct {
     block_job base;
-    float *key_tiles;
-    const float *values;
+    float *key_tiles, *value_tiles;
     float *dest;
     const workspaces *ws;
     const gates *gate; /* or NULL */
@@ -526,12 +561,12 @@ static void attend_task(void *context, int64_t item_index, int thread)
         const int64_t n = b == it->block ? rows : BLOCK;
         if (j0 + n <= earliest)
             break;
-        const float *tile =
-            key_tile(p, job->key_tiles, h - job->base.first_head / p->group, it->index - (it->block - b));
-        p->gemm->sgemm(rows, n, p->K, Q, p->H * p->K, tile, BLOCK, S, BLOCK, 0);
+        const int64_t index = it->index - (it->block - b);
+        const float *tile = key_tile(p, job->key_tiles, h - job->base.first_head / p->group, index);
+        p->gemm->sgemm_packed(rows, n, p->K, Q, p->H * p->K, tile, S, BLOCK, 0.0f, 0);
         softmax_step(p, &rule, it->start, i0, rows, j0, n, S, BLOCK, &r);
-        p->gemm->sgemm(rows, p->V, n, S, BLOCK, job->values + (j0 * p->HV + hv) * p->V, p->HV * p->V, r.out, p->V,
-                       1);
+        p->gemm->sgemm_packed(rows, p->V, n, S, BLOCK, value_tile(p, job->value_tiles, hv - job->base.first_head, index),
+                              r.out, p->V, 1.0f, 0);
     }
     write_rows(p, &r, job->normalised, i0, rows, hv, job->dest);
 }
@@ -543,17 +578,22 @@ static int attend_all(const problem *p, const float *values, const gates *gate, 
 {
     workspaces ws = {NULL, 0};
     const int64_t pass = heads_per_pass(p, p->H);
-    float *tiles = malloc((size_t)(pass * p->n_blocks * p->K * BLOCK + 1) * sizeof *tiles);
-    int rc = tiles ? make_workspaces(p, 0, &ws) : lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory");
+    float *tiles = malloc(((size_t)(pass * p->n_blocks) * key_tile_size(p) + 1) * sizeof *tiles);
+    float *value_tiles = malloc(((size_t)(pass * p->group * p->n_blocks) * value_tile_size(p) + 1) * sizeof *value_tiles);
+    int rc = tiles && value_tiles ? make_workspaces(p, 0, &ws)
+                                  : lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the tiles");
     for (int64_t h = 0; h < p->H && rc == LACS_OK; h += pass) {
         const int64_t heads = p->H - h < pass ? p->H - h : pass;
-        attend_job job = {{p, NULL, 0}, tiles, values, dest, &ws, gate, normalised};
+        attend_job job = {{p, NULL, 0}, tiles, value_tiles, dest, &ws, gate, normalised};
         rc = make_key_tiles(p, h, heads, tiles);
+        if (rc == LACS_OK)
+            rc = make_value_tiles(p, values, h * p->group, heads * p->group, value_tiles);
         if (rc == LACS_OK)
             rc = run_blocks(&job.base, h * p->group, heads * p->group, attend_task);
     }
     free(ws.memory);
     free(tiles);
+    free(value_tiles);
     return rc;
 }
 
@@ -619,11 +659,12 @@ static void first_stage_task(void *context, int64_t item, int thread)
         running_start(&r, rows);
         for (int64_t b = a - 1; b >= 0; b--) {
             const int64_t j0 = start + b * BLOCK;
-            p->gemm->sgemm(rows, BLOCK, p->K, X, p->H * p->K, own_tile - (a - b) * p->K * BLOCK, BLOCK, S, BLOCK, 0);
+            const float *tile = key_tile(p, job->key_tiles, h - job->first_head, p->block_base[n_seq] + b);
+            p->gemm->sgemm_packed(rows, BLOCK, p->K, X, p->H * p->K, tile, S, BLOCK, 0.0f, 0);
             softmax_step(p, &rule, start, i0, rows, j0, BLOCK, S, BLOCK, &r);
             p->gemm->sgemm(rows, p->V, BLOCK, S, BLOCK, job->u + (j0 * p->HV + hv) * p->V, ldv, r.out, p->V, 1);
         }
-        p->gemm->sgemm(rows, rows, p->K, X, p->H * p->K, own_tile, BLOCK, S, BLOCK, 0);
+        p->gemm->sgemm_packed(rows, rows, p->K, X, p->H * p->K, own_tile, S, BLOCK, 0.0f, 0);
         softmax_step(p, &rule, start, i0, rows, i0, rows, S, BLOCK, &r);
         for (int64_t row = 0; row < rows; row++) {
             const int64_t i = i0 + row;
@@ -657,7 +698,7 @@ static int deltaformer(const lacs_cpu_call *c)
     }
     const int normalised = form != LACS_DELTAFORMER_EXP;
     const int64_t pass = heads_per_pass(&p, p.H);
-    float *tiles = malloc((size_t)(pass * p.n_blocks * p.K * BLOCK + 1) * sizeof *tiles);
+    float *tiles = malloc(((size_t)(pass * p.n_blocks) * key_tile_size(&p) + 1) * sizeof *tiles);
     float *u = malloc((size_t)(p.tokens * p.HV * p.V + 1) * sizeof *u);
     workspaces ws = {NULL, 0};
     if (!tiles || !u)
@@ -707,6 +748,8 @@ static int deltaformer(const lacs_cpu_call *c)
  *         less whenever K < 2 BLOCK (head sizes up to 256). */
 typedef struct {
     float *tiles, *minus_u, *minus_dc, *transport;
+    /* the right operands of the earlier blocks' products, packed once: K~^T, M and V_b */
+    float *tilde_packed, *transport_packed, *value_tiles;
 } path_blocks;
 
 /* Block `index` of the pass's value head `head_in_pass` (blocks of the heads of one pass, as the key tiles). */
@@ -725,6 +768,14 @@ static float *path_minus_dc(const problem *p, const path_blocks *pb, int64_t hea
 static float *path_transport(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
 {
     return pb->transport + (head_in_pass * p->n_blocks + index) * p->K * p->K;
+}
+static float *path_tilde_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->tilde_packed + (size_t)(head_in_pass * p->n_blocks + index) * key_tile_size(p);
+}
+static float *path_transport_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->transport_packed + (size_t)(head_in_pass * p->n_blocks + index) * p->gemm->packed_b_size(p->K, p->K);
 }
 
 typedef struct {
@@ -802,6 +853,9 @@ static void path_block_task(void *context, int64_t item, int thread)
         for (int64_t c = 0; c < K; c++)
             transport[r * K + c] = r == c ? 1.0f : 0.0f;
     p->gemm->sgemm(K, K, nb, tile + BLOCK, ld_tile, minus_u, K, transport, K, 1);
+    /* K~^T and M packed once for the later query blocks' products */
+    p->gemm->pack_b(K, nb, tile, ld_tile, 0, path_tilde_packed(p, job->pb, head_in_pass, it->index));
+    p->gemm->pack_b(K, K, transport, K, 0, path_transport_packed(p, job->pb, head_in_pass, it->index));
 }
 
 /* One query block (rows i0 .. i0 + rows - 1 of block a, value head hv).
@@ -829,8 +883,6 @@ static void path_query_task(void *context, int64_t item_index, int thread)
     const logit_rule rule = {p->scale, job->gate ? job->gate->bias + hv * p->tokens : NULL,
                              job->gate ? job->gate->first_visible + hv * p->tokens : NULL, 0, 1};
     const float *Q = p->q + (i0 * p->H + h) * K;
-    const float *v_head = p->v + hv * p->V;
-    const int64_t ldv = p->HV * p->V;
     running_start(&r, rows);
 
     /* the diagonal block: [Q W^T | Q K^T], then Q W^T masked to t <= i */
@@ -842,10 +894,13 @@ static void path_query_task(void *context, int64_t item_index, int thread)
     for (int64_t row = 0; row < rows; row++)
         memcpy(Y + row * K, Q + row * p->H * K, (size_t)K * sizeof(float));
     const float *minus_dc = path_minus_dc(p, job->pb, head_in_pass, it->index);
-    p->gemm->sgemm(rows, rows, rows, S, ld_s, minus_dc, BLOCK, S + BLOCK, ld_s, 1);
-    p->gemm->sgemm(rows, K, rows, S, ld_s, path_minus_u(p, job->pb, head_in_pass, it->index), K, Y, K, 1);
+    /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part */
+    p->gemm->sgemm_general(rows, rows, rows, S, ld_s, minus_dc, BLOCK, S + BLOCK, ld_s, 1.0f, LACS_GEMM_A_LOWER);
+    p->gemm->sgemm_general(rows, K, rows, S, ld_s, path_minus_u(p, job->pb, head_in_pass, it->index), K, Y, K, 1.0f,
+                           LACS_GEMM_A_LOWER);
     softmax_step(p, &rule, it->start, i0, rows, i0, rows, S + BLOCK, ld_s, &r);
-    p->gemm->sgemm(rows, p->V, rows, S + BLOCK, ld_s, v_head + i0 * ldv, ldv, r.out, p->V, 1);
+    p->gemm->sgemm_packed(rows, p->V, rows, S + BLOCK, ld_s, value_tile(p, job->pb->value_tiles, head_in_pass, it->index),
+                          r.out, p->V, 1.0f, 0);
 
     /* the earlier blocks, walking back */
     const int64_t earliest = first_key(&rule, it->start, i0);
@@ -853,11 +908,14 @@ static void path_query_task(void *context, int64_t item_index, int thread)
         const int64_t j0 = it->start + b * BLOCK, index = it->index - (it->block - b);
         if (j0 + BLOCK <= earliest)
             break;
-        p->gemm->sgemm(rows, BLOCK, K, Y, K, path_tile(p, job->pb, head_in_pass, index), ld_tile, S, ld_s, 0);
+        p->gemm->sgemm_packed(rows, BLOCK, K, Y, K, path_tilde_packed(p, job->pb, head_in_pass, index), S, ld_s, 0.0f,
+                              0);
         softmax_step(p, &rule, it->start, i0, rows, j0, BLOCK, S, ld_s, &r);
-        p->gemm->sgemm(rows, p->V, BLOCK, S, ld_s, v_head + j0 * ldv, ldv, r.out, p->V, 1);
+        p->gemm->sgemm_packed(rows, p->V, BLOCK, S, ld_s, value_tile(p, job->pb->value_tiles, head_in_pass, index),
+                              r.out, p->V, 1.0f, 0);
         if (b > 0 && j0 > earliest) { /* Y carried over block b, for block b - 1 */
-            p->gemm->sgemm(rows, K, K, Y, K, path_transport(p, job->pb, head_in_pass, index), K, next_Y, K, 0);
+            p->gemm->sgemm_packed(rows, K, K, Y, K, path_transport_packed(p, job->pb, head_in_pass, index), next_Y, K,
+                                  0.0f, 0);
             float *carried = next_Y;
             next_Y = Y;
             Y = carried;
@@ -887,9 +945,13 @@ static int path_attn(const lacs_cpu_call *c)
         malloc((size_t)(blocks * BLOCK * p.K + 1) * sizeof(float)),
         malloc((size_t)(blocks * BLOCK * BLOCK + 1) * sizeof(float)),
         malloc((size_t)(blocks * p.K * p.K + 1) * sizeof(float)),
+        malloc(((size_t)blocks * key_tile_size(&p) + 1) * sizeof(float)),
+        malloc(((size_t)blocks * p.gemm->packed_b_size(p.K, p.K) + 1) * sizeof(float)),
+        malloc(((size_t)blocks * value_tile_size(&p) + 1) * sizeof(float)),
     };
     workspaces ws = {NULL, 0};
-    if (!pb.tiles || !pb.minus_u || !pb.minus_dc || !pb.transport)
+    if (!pb.tiles || !pb.minus_u || !pb.minus_dc || !pb.transport || !pb.tilde_packed || !pb.transport_packed ||
+        !pb.value_tiles)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the blocks' transitions");
     if (rc == LACS_OK && p.g)
         rc = make_gates(&p, p.scale, &gate);
@@ -899,7 +961,9 @@ static int path_attn(const lacs_cpu_call *c)
     for (int64_t hv = 0; hv < p.HV && rc == LACS_OK; hv += pass) {
         const int64_t heads = p.HV - hv < pass ? p.HV - hv : pass;
         path_job job = {{&p, NULL, 0}, &pb, &ws, p.g ? &gate : NULL};
-        rc = run_blocks(&job.base, hv, heads, path_block_task);
+        rc = make_value_tiles(&p, p.v, hv, heads, pb.value_tiles);
+        if (rc == LACS_OK)
+            rc = run_blocks(&job.base, hv, heads, path_block_task);
         if (rc == LACS_OK)
             rc = run_blocks(&job.base, hv, heads, path_query_task);
     }
@@ -908,6 +972,9 @@ static int path_attn(const lacs_cpu_call *c)
     free(pb.minus_u);
     free(pb.minus_dc);
     free(pb.transport);
+    free(pb.tilde_packed);
+    free(pb.transport_packed);
+    free(pb.value_tiles);
     free_gates(&gate);
     free_problem(&p);
     return rc;
@@ -926,4 +993,38 @@ int lacs_cpu_attention(const lacs_cpu_call *c)
     if (strcmp(c->op, "path_attn") == 0)
         return path_attn(c);
     return LACS_UNSUPPORTED;
+}
+
+/* ---- figures for the bench ---- */
+
+/* The dense products of the blocked algorithms above for one head of one
+ * sequence of T tokens: per query block, the logits and the weighted values
+ * of every key block up to the diagonal (computed whole: the mask acts after
+ * the product), and for PaTH its transitions' work (path_block_task: the
+ * Gram products, the UT solve, K~ and M; path_query_task: the diagonal
+ * block's extra products and Y carried over each earlier block). */
+double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
+{
+    const int path = strcmp(op, "path_attn") == 0;
+    if (!path && strcmp(op, "softmax_attn") != 0 && strcmp(op, "fox") != 0)
+        return NAN;
+    double flops = 0;
+    for (int64_t a = 0; a * BLOCK < T; a++) {
+        const double rows = (double)(T - a * BLOCK < BLOCK ? T - a * BLOCK : BLOCK);
+        for (int64_t b = 0; b <= a; b++) {
+            const double keys = b == a ? rows : BLOCK;
+            flops += 2 * rows * keys * (double)(K + V);
+            if (path && b > 0 && b < a)
+                flops += 2 * rows * (double)K * (double)K;
+        }
+        if (path) {
+            flops += 2 * rows * 2 * BLOCK * (double)K               /* [W W^T | W K^T] */
+                     + rows * rows * (double)(K + BLOCK)             /* the UT solve */
+                     + 2 * (double)K * rows * rows                   /* K~ */
+                     + 2 * (double)K * (double)K * rows              /* M */
+                     + 2 * rows * 2 * BLOCK * (double)K              /* the diagonal [Q W^T | Q K^T] */
+                     + rows * rows * rows + rows * rows * K;         /* its -DC and -U products (triangular) */
+        }
+    }
+    return flops;
 }

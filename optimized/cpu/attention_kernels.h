@@ -1,7 +1,8 @@
 /* builtin:cpu attention (attention.c): the two row kernels of the blocked
  * online softmax, one version per instruction set (attention.c holds the
- * scalar one, attention_avx2.c and attention_avx512.c the vector ones; call a
- * vector one only when dispatch chose its instruction set).
+ * scalar one; attention_rows.h the vector ones, written once and built by
+ * attention_avx2.c and attention_avx512.c; call a vector one only when
+ * dispatch chose its instruction set).
  *
  * A block of logits is a [rows x n] array of raw dot products q_i . k_j for
  * the n keys j0 .. j0 + n - 1 of a key block. Each row goes through

@@ -1,6 +1,7 @@
 /* builtin:cpu internals: what the family files (recurrent.c, attention.c,
  * norms.c, mesa.c) share. dispatch.c implements it, except the GEMM kernels
- * (gemm_scalar.c, gemm_avx2.c, gemm_avx512.c: one table per instruction set).
+ * (gemm_frame.h over the microkernels of gemm_scalar.c, gemm_avx2.c and
+ * gemm_avx512.c: one table per instruction set).
  */
 #ifndef LACS_CPU_INTERNAL_H
 #define LACS_CPU_INTERNAL_H
@@ -17,6 +18,14 @@ typedef enum { LACS_ISA_SCALAR = 0, LACS_ISA_AVX2 = 1, LACS_ISA_AVX512 = 2 } lac
 
 /* ---- the GEMM kernels of one instruction set ---- */
 
+/* Options of the general products (gemm_frame.h). */
+enum {
+    LACS_GEMM_A_TRANSPOSED = 1, /* sgemm: op(A) = A^T, A given as [k x m] (lda) */
+    LACS_GEMM_B_TRANSPOSED = 2, /* sgemm: op(B) = B^T, B given as [n x k] (ldb) */
+    LACS_GEMM_A_LOWER = 4,      /* op(A)[i][p] = 0 for p > i (stored as 0): the frame may skip those products */
+    LACS_GEMM_C_LOWER = 8       /* only C[i][j], j <= i, is wanted: some of the others may be left as they were */
+};
+
 typedef struct {
     const char *isa;
     /* C[m x n] = A[m x k] B[k x n], or C += A B when `accumulate`; row-major,
@@ -25,9 +34,23 @@ typedef struct {
     void (*sgemm)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
                   float *C, int64_t ldc, int accumulate);
     /* The same with bf16 operands and fp32 accumulation: A [m x k] bf16
-     * row-major, B packed by lacs_cpu_pack_bf16_* (k rounded up to even). */
+     * row-major, B packed by lacs_cpu_pack_bf16 (k rounded up to even). */
     void (*bgemm)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp, float *C,
                   int64_t ldc, int accumulate);
+    /* The general forms: C = op(A) op(B) + beta C (beta = 0 reads nothing of
+     * C), with the LACS_GEMM_* flags (bgemm: the two LOWER flags only). */
+    void (*sgemm_general)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          float *C, int64_t ldc, float beta, unsigned flags);
+    void (*bgemm_general)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,
+                          float *C, int64_t ldc, float beta, unsigned flags);
+    /* op(B) [k x n] (B_TRANSPOSED: B given as [n x k]) packed once, into
+     * packed_b_size(k, n) floats of this table's own layout, for several
+     * sgemm_packed, which read it in place of B (the other flags as
+     * sgemm_general's). */
+    size_t (*packed_b_size)(int64_t k, int64_t n);
+    void (*pack_b)(int64_t k, int64_t n, const float *B, int64_t ldb, unsigned flags, float *B_packed);
+    void (*sgemm_packed)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B_packed,
+                         float *C, int64_t ldc, float beta, unsigned flags);
 } lacs_cpu_gemm;
 
 extern const lacs_cpu_gemm lacs_cpu_gemm_scalar;
@@ -42,8 +65,6 @@ const lacs_cpu_gemm *lacs_cpu_gemm_for(lacs_cpu_isa isa);
 size_t lacs_cpu_packed_bf16_size(int64_t k, int64_t n);
 /* From B [k x n] row-major (leading dimension ldb). */
 void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, uint16_t *Bp);
-/* From B's transpose Bt [n x k] row-major (leading dimension ldbt): B[p][j] = Bt[j][p]. */
-void lacs_cpu_pack_bf16_transposed(int64_t k, int64_t n, const uint16_t *Bt, int64_t ldbt, uint16_t *Bp);
 
 /* ---- bfloat16 ---- */
 
@@ -61,12 +82,6 @@ static inline uint16_t lacs_cpu_f32_to_bf16(float f)
     return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
 }
 static inline float lacs_cpu_round_bf16(float f) { return lacs_cpu_bf16_to_f32(lacs_cpu_f32_to_bf16(f)); }
-
-/* x [m x k] (leading dimension ldx) rounded to bf16 into out [m x k]
- * (contiguous): lacs_cpu_f32_to_bf16 on each, or vcvtneps2bf16 for
- * LACS_ISA_AVX512 (bf16_avx512.c; subnormals to zero). */
-void lacs_cpu_round_bf16_rows(lacs_cpu_isa isa, int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out);
-void lacs_cpu_round_bf16_rows_avx512(int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out);
 
 /* Element i of a floating-point tensor, F32 or BF16, as fp32 (exact). */
 static inline float lacs_cpu_tensor_at(const lacs_tensor *t, int64_t i)
@@ -124,12 +139,22 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
 
 /* ---- figures for the bench ---- */
 
+/* Outputs from this size up are written with non-temporal stores where a
+ * kernel writes them in one pass (the norms' forward ops, decoding's ht):
+ * half the 32 MiB L3 of the machine the kernels were tuned on, an output this
+ * large would not stay there for the next op anyway. */
+#define LACS_CPU_STREAM_BYTES (16.0 * 1024 * 1024)
+
 /* The chunk length of the recurrent family's chunk algorithm. */
-#define LACS_CPU_CHUNK 64
-/* The floating-point operations recurrent.c performs for one head over a
- * sequence of T tokens (K, V the head dims) with scalar or no gates: per chunk
- * of n tokens (formula in recurrent.c). */
-double lacs_cpu_chunk_flops(int64_t T, int64_t K, int64_t V);
+#define LACS_CPU_CHUNK 32
+/* The floating-point operations builtin:cpu's algorithm performs for `op` on
+ * one head of one sequence of T tokens (K, V the head dims), counted as its
+ * dense products (the recurrent family with scalar or no gates): the
+ * rooflines of the bench (bench/lacs_bench.c). NAN for an op it does not
+ * count. Each family counts its own algorithm, next to it. */
+double lacs_cpu_algorithm_flops(const char *op, int64_t T, int64_t K, int64_t V);
+double lacs_cpu_chunk_flops(int64_t T, int64_t K, int64_t V);                       /* recurrent.c */
+double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V);   /* attention.c */
 
 /* ---- the families (each file one; called by lacs_cpu_run after validation) ---- */
 

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,28 +133,155 @@ static int check_threads_env(void)
     return LACS_OK;
 }
 
+/* The threads of lacs_cpu_parallel_for: a pool, started on first use and
+ * kept, so that a short call (a decode step of a tenth of a millisecond)
+ * does not pay for creating threads. Worker w (1 .. n) runs as `thread` w;
+ * the caller is thread 0. One job at a time: a call that finds the pool
+ * busy (another thread of the program calling builtin:cpu at the same time)
+ * creates threads of its own for its job, as the pool does not wait. Items
+ * are handed out by an atomic counter, in order, as threads free up. After
+ * fork() the child starts with no pool (its threads stay in the parent); at
+ * exit or unload the workers are stopped and joined. */
 typedef struct {
     lacs_cpu_task fn;
     void *context;
     int64_t n_items;
+    int threads;
     atomic_llong next;
 } parallel_job;
 
+static void run_items(parallel_job *job, int thread)
+{
+    for (;;) {
+        const long long item = atomic_fetch_add(&job->next, 1);
+        if (item >= job->n_items)
+            break;
+        job->fn(job->context, (int64_t)item, thread);
+    }
+}
+
+#define POOL_MAX_WORKERS 1023
+
+static struct {
+    pthread_mutex_t busy;        /* held by the caller whose job the pool runs */
+    pthread_mutex_t lock;        /* guards what follows */
+    pthread_cond_t wake, finished;
+    int workers;                 /* started */
+    atomic_int stopping;
+    atomic_ulong generation;     /* one per job (written under lock; read by spinning workers without it) */
+    parallel_job *job;
+    atomic_int running;          /* workers still in the current job (the caller spins on it, then waits) */
+    pthread_t ids[POOL_MAX_WORKERS];
+    unsigned long born[POOL_MAX_WORKERS]; /* the generation when each was started: its first job is the next */
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
+          .lock = PTHREAD_MUTEX_INITIALIZER,
+          .wake = PTHREAD_COND_INITIALIZER,
+          .finished = PTHREAD_COND_INITIALIZER};
+
+/* Between jobs a worker, and the caller waiting for its workers, spin this
+ * many pauses (some 5 microseconds) before they sleep: waking a sleeping
+ * thread costs tens of microseconds, as much as a whole decode step, and
+ * calls come back to back (a decode step per layer), as OpenMP's and ggml's
+ * pools spin too. */
+#define POOL_SPIN_PAUSES 300
+
+static inline void pool_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void *pool_worker_main(void *arg)
+{
+    const int thread = (int)(intptr_t)arg;
+    pthread_mutex_lock(&pool.lock);
+    unsigned long seen = pool.born[thread - 1];
+    for (;;) {
+        if (atomic_load(&pool.generation) == seen && !atomic_load(&pool.stopping)) {
+            pthread_mutex_unlock(&pool.lock);
+            for (int spin = 0; spin < POOL_SPIN_PAUSES && atomic_load(&pool.generation) == seen &&
+                               !atomic_load(&pool.stopping);
+                 spin++)
+                pool_pause();
+            pthread_mutex_lock(&pool.lock);
+        }
+        while (atomic_load(&pool.generation) == seen && !atomic_load(&pool.stopping))
+            pthread_cond_wait(&pool.wake, &pool.lock);
+        if (atomic_load(&pool.stopping))
+            break;
+        seen = atomic_load(&pool.generation);
+        parallel_job *job = pool.job;
+        /* not wanted for this job, or it ended before this worker woke (its caller counts only the workers
+         * it wants, and clears pool.job when they are done) */
+        if (!job || thread >= job->threads)
+            continue;
+        pthread_mutex_unlock(&pool.lock);
+        run_items(job, thread);
+        pthread_mutex_lock(&pool.lock);
+        if (atomic_fetch_sub(&pool.running, 1) == 1)
+            pthread_cond_signal(&pool.finished);
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return NULL;
+}
+
+/* The child of a fork() has the pool's memory but none of its threads. */
+static void pool_after_fork_in_child(void)
+{
+    pthread_mutex_init(&pool.busy, NULL);
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pthread_cond_init(&pool.finished, NULL);
+    pool.workers = 0;
+    atomic_store(&pool.stopping, 0);
+    pool.job = NULL;
+    atomic_store(&pool.running, 0);
+}
+
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static void pool_register_fork_handler(void) { pthread_atfork(NULL, NULL, pool_after_fork_in_child); }
+
+/* At exit, or when liblacs.so is unloaded: the workers must not outlive the code they run. */
+__attribute__((destructor)) static void pool_stop(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    atomic_store(&pool.stopping, 1);
+    pthread_cond_broadcast(&pool.wake);
+    const int workers = pool.workers;
+    pthread_mutex_unlock(&pool.lock);
+    for (int w = 0; w < workers; w++)
+        pthread_join(pool.ids[w], NULL);
+    pool.workers = 0;
+}
+
+/* Threads created for one job, when the pool is busy with another. */
 typedef struct {
     parallel_job *job;
     int thread;
-} parallel_worker;
+} own_worker;
 
-static void *parallel_worker_main(void *arg)
+static void *own_worker_main(void *arg)
 {
-    parallel_worker *w = arg;
-    for (;;) {
-        long long item = atomic_fetch_add(&w->job->next, 1);
-        if (item >= w->job->n_items)
-            break;
-        w->job->fn(w->job->context, (int64_t)item, w->thread);
-    }
+    own_worker *w = arg;
+    run_items(w->job, w->thread);
     return NULL;
+}
+
+static void run_on_own_threads(parallel_job *job)
+{
+    own_worker workers[1024];
+    pthread_t ids[1024];
+    int started = 0;
+    for (int t = 1; t < job->threads; t++) {
+        workers[t] = (own_worker){job, t};
+        if (pthread_create(&ids[t], NULL, own_worker_main, &workers[t]) != 0)
+            break; /* a thread that cannot be created leaves its share to the others */
+        started = t;
+    }
+    run_items(job, 0);
+    for (int t = 1; t <= started; t++)
+        pthread_join(ids[t], NULL);
 }
 
 void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void *context)
@@ -162,22 +290,43 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
         threads = (int)(n_items > 0 ? n_items : 1);
     if (threads < 1)
         threads = 1;
-    parallel_job job = {.fn = fn, .context = context, .n_items = n_items};
+    if (threads > POOL_MAX_WORKERS + 1)
+        threads = POOL_MAX_WORKERS + 1;
+    parallel_job job = {.fn = fn, .context = context, .n_items = n_items, .threads = threads};
     atomic_init(&job.next, 0);
-    parallel_worker workers[1024];
-    pthread_t ids[1024];
-    int started = 1;
-    for (int t = 0; t < threads; t++)
-        workers[t] = (parallel_worker){.job = &job, .thread = t};
-    /* thread 0 is the caller; a thread that cannot be created leaves its share to the others */
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&ids[started], NULL, parallel_worker_main, &workers[started]) != 0)
-            break;
-        started++;
+    if (threads == 1) {
+        run_items(&job, 0);
+        return;
     }
-    parallel_worker_main(&workers[0]);
-    for (int t = 1; t < started; t++)
-        pthread_join(ids[t], NULL);
+    if (pthread_mutex_trylock(&pool.busy) != 0) {
+        run_on_own_threads(&job);
+        return;
+    }
+    pthread_once(&pool_once, pool_register_fork_handler);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.workers < threads - 1 && !atomic_load(&pool.stopping)) {
+        pool.born[pool.workers] = atomic_load(&pool.generation);
+        if (pthread_create(&pool.ids[pool.workers], NULL, pool_worker_main, (void *)(intptr_t)(pool.workers + 1)) != 0)
+            break;
+        pool.workers++;
+    }
+    /* workers 1 .. min(workers, threads - 1) take part; a thread that could not be created leaves its share */
+    const int helpers = pool.workers < threads - 1 ? pool.workers : threads - 1;
+    job.threads = helpers + 1;
+    pool.job = &job;
+    atomic_store(&pool.running, helpers);
+    atomic_fetch_add(&pool.generation, 1);
+    pthread_cond_broadcast(&pool.wake);
+    pthread_mutex_unlock(&pool.lock);
+    run_items(&job, 0);
+    for (int spin = 0; spin < POOL_SPIN_PAUSES && atomic_load(&pool.running) > 0; spin++)
+        pool_pause();
+    pthread_mutex_lock(&pool.lock);
+    while (atomic_load(&pool.running) > 0)
+        pthread_cond_wait(&pool.finished, &pool.lock);
+    pool.job = NULL;
+    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_unlock(&pool.busy);
 }
 
 /* ---- shared helpers ---- */
@@ -267,31 +416,25 @@ void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, ui
         }
 }
 
-void lacs_cpu_pack_bf16_transposed(int64_t k, int64_t n, const uint16_t *Bt, int64_t ldbt, uint16_t *Bp)
-{
-    for (int64_t p = 0; p < k; p += 2)
-        for (int64_t j = 0; j < n; j++) {
-            Bp[(p / 2) * 2 * n + 2 * j] = Bt[j * ldbt + p];
-            Bp[(p / 2) * 2 * n + 2 * j + 1] = p + 1 < k ? Bt[j * ldbt + p + 1] : 0;
-        }
-}
-
-void lacs_cpu_round_bf16_rows(lacs_cpu_isa isa, int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out)
-{
-    if (isa == LACS_ISA_AVX512) {
-        lacs_cpu_round_bf16_rows_avx512(m, k, x, ldx, out);
-        return;
-    }
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t p = 0; p < k; p++)
-            out[i * k + p] = lacs_cpu_f32_to_bf16(x[i * ldx + p]);
-}
-
 int lacs_cpu_environment_check(void)
 {
     lacs_cpu_isa isa;
     int rc = choose_isa(&isa);
     return rc != LACS_OK ? rc : check_threads_env();
+}
+
+/* ---- figures for the bench ---- */
+
+double lacs_cpu_algorithm_flops(const char *op, int64_t T, int64_t K, int64_t V)
+{
+    const lacs_op_info *info = lacs_op_find(op);
+    if (!info)
+        return NAN;
+    if (info->family == LACS_FAMILY_RECURRENT)
+        return lacs_cpu_chunk_flops(T, K, V);
+    if (info->family == LACS_FAMILY_ATTENTION)
+        return lacs_cpu_attention_flops(op, T, K, V);
+    return NAN;
 }
 
 /* ---- the call ---- */

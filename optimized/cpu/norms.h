@@ -3,15 +3,17 @@
  * into blocks of rows, runs the blocks on threads and reduces the per-block
  * sums; the kernels here do the arithmetic of one block or one row.
  *
- *   norms_scalar.c  every kernel in double arithmetic (CPUs without AVX2,
- *                   LACS_ISA=scalar, and softcap with a cap outside the range
- *                   the binary32 kernels are written for);
- *   norms_avx2.c    8 fp32 lanes, FMA;
- *   norms_avx512.c  16 fp32 lanes, FMA, masked tails.
+ *   norms_scalar.c    every kernel in double arithmetic (CPUs without AVX2,
+ *                     LACS_ISA=scalar, and softcap with a cap outside the
+ *                     range the binary32 kernels are written for);
+ *   norms_vector.h    the binary32 vector kernels, written once over a
+ *                     primitive layer, and built twice: norms_avx2.c (over
+ *                     simd_avx2.h, 8 lanes) and norms_avx512.c (over
+ *                     simd_avx512.h, 16 lanes).
  *
  * The element-wise functions (tanh, sech^2, DyT, DyISRU, softcap) are
  * computed in binary32 by the vector kernels, with the error bounds stated in
- * their files; the VJPs' products, every sum (dalpha, dC, dcap, dweight,
+ * norms_vector.h; the VJPs' products, every sum (dalpha, dC, dcap, dweight,
  * dbias) and every row reduction of rmsnorm and l2norm are formed in double.
  */
 #ifndef LACS_CPU_NORMS_H
@@ -36,8 +38,8 @@ typedef struct {
     double *sum_weight;  /* [dim] or NULL: += sum over the block's rows of dy * f(x) (dweight) */
     double *sum_bias;    /* [dim] or NULL: += sum over the block's rows of dy (dbias) */
     double sum_param;    /* VJPs: set to the block's sum of dalpha, dC or dcap terms */
-    int stream;          /* forward ops: out may be written with non-temporal stores (norms.c sets it
-                            when out is larger than the caches; the kernel ends with a store fence) */
+    int stream;          /* out may be written with non-temporal stores (norms.c sets it when out is
+                            larger than the caches; the kernel ends with a store fence) */
 } lacs_cpu_norm_block;
 
 typedef struct {
@@ -69,12 +71,14 @@ typedef struct {
     double (*sum_of_squares)(const void *x, int bf16, int64_t n);
     /* sum_i x_i weight_i dy_i */
     double (*weighted_dot)(const void *x, const void *dy, int bf16, const float *weight, int64_t n);
-    /* y_i = weight_i (x_i inv), rounded once to fp32 */
-    void (*scale)(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y);
+    /* y_i = weight_i (x_i inv), rounded once to fp32; stream: y may be written
+     * with non-temporal stores (fenced before the call returns). */
+    void (*scale)(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream);
     /* dx_i = (weight_i dy_i - x_i along) inv, rounded once to fp32; when
-     * sum_dy_y is not NULL, sum_dy_y[i] += dy_i (x_i inv) (rmsnorm's dweight). */
+     * sum_dy_y is not NULL, sum_dy_y[i] += dy_i (x_i inv) (rmsnorm's dweight);
+     * stream as for scale. */
     void (*project)(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along, double inv,
-                    float *dx, double *sum_dy_y);
+                    float *dx, double *sum_dy_y, int stream);
 } lacs_cpu_norm_kernels;
 
 /* ---- the approximations the instruction sets share ----

@@ -240,15 +240,17 @@ static double weighted_dot_scalar(const void *x, const void *dy, int bf16, const
     return sum;
 }
 
-static void scale_scalar(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y)
+static void scale_scalar(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream)
 {
+    (void)stream; /* ordinary stores */
     for (int64_t i = 0; i < n; i++)
         y[i] = (float)((double)weight[i] * (load_value(x, bf16, i) * inv));
 }
 
 static void project_scalar(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
-                           double inv, float *dx, double *sum_dy_y)
+                           double inv, float *dx, double *sum_dy_y, int stream)
 {
+    (void)stream;
     for (int64_t i = 0; i < n; i++) {
         const double xi = load_value(x, bf16, i), g = load_value(dy, bf16, i);
         if (sum_dy_y)

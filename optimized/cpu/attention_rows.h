@@ -1,0 +1,45 @@
+/* builtin:cpu attention: the two row kernels of the blocked online softmax
+ * (attention_kernels.h), written once over a primitive layer (simd_avx512.h
+ * or simd_avx2.h, with simd_math.h's exp, which the including file,
+ * attention_<isa>.c, includes first), named ATTENTION_LOGITS_ROW and
+ * ATTENTION_EXP_ROW. A column past n is neither read nor written; exp is
+ * Cephes' expf (simd_math.h): subnormal results and overflow to +inf as the
+ * libm's, H1's exp(s_ij - m_i) within a few ulp, as SPEC.md 11.1 permits. */
+#include <math.h>
+
+#include "attention_kernels.h"
+
+float ATTENTION_LOGITS_ROW(int64_t n, float *x, int64_t lo, int64_t hi, float scale, float row_bias,
+                           const float *col_bias)
+{
+    const vfloat lane = v_lane_index(), minus_inf = v_set1(-INFINITY);
+    const vfloat scale_v = v_set1(scale), row_bias_v = v_set1(row_bias), first = v_set1((float)lo),
+                 end = v_set1((float)hi);
+    vfloat max_v = minus_inf;
+    for (int64_t j = 0; j < n; j += SIMD_LANES) {
+        const int64_t count = n - j;
+        /* visible: lo <= column < hi (column indices of a block are small integers: exact in fp32) */
+        const vfloat column = v_add(lane, v_set1((float)j));
+        const vmask visible = vm_and(vm_first(count), vm_and(vm_ge(column, first), vm_lt(column, end)));
+        const vfloat bias = col_bias ? v_sub(row_bias_v, v_load_first(col_bias + j, count)) : row_bias_v;
+        const vfloat logit = v_select(visible, minus_inf, v_fma(scale_v, v_load_first(x + j, count), bias));
+        /* whole vectors by plain stores: a masked store followed by a load of the same address (the exp
+         * row's) is not forwarded, and stalls (v_store_first stores whole vectors plainly) */
+        v_store_first(x + j, logit, count);
+        max_v = v_max(max_v, logit); /* a NaN logit is kept: v_max returns its second operand then */
+    }
+    return v_reduce_max(max_v);
+}
+
+float ATTENTION_EXP_ROW(int64_t n, float *x, float max)
+{
+    const vfloat max_v = v_set1(max);
+    vfloat sum_v = v_zero();
+    for (int64_t j = 0; j < n; j += SIMD_LANES) {
+        const int64_t count = n - j;
+        const vfloat p = v_exp(v_sub(v_load_first(x + j, count), max_v));
+        v_store_first(x + j, p, count);
+        sum_v = v_add(sum_v, v_zero_unless(vm_first(count), p));
+    }
+    return v_reduce_add(sum_v);
+}

@@ -1,0 +1,854 @@
+/* builtin:cpu, the norm family's vector kernels (README.md section 6): one
+ * algorithm, written once over a primitive layer (simd_avx512.h or
+ * simd_avx2.h, which the including file, norms_avx512.c or norms_avx2.c,
+ * includes first), building that instruction set's table
+ * NORM_KERNELS (norms.h).
+ *
+ * The element-wise functions, in binary32 (bounds measured over all 2^32
+ * fp32 inputs; tests/test_cpu_tanh.c asserts them on 2^26 of them, under
+ * every instruction set):
+ *   tanh    E / (E + 2), E = expm1(2|u|) from one range-reduced exp and one
+ *           FMA, one division; u itself below |u| = 2^-12. At most
+ *           2.61 ulp, exact at +-0 (sign kept), +-inf (+-1), NaN, and for
+ *           |u| < 2^-12 and |u| >= 9.5. A fifth of the work of a correctly
+ *           rounded form: DyT must run at the speed of memory (README.md).
+ *   sech^2  4e / (1 + e)^2, e = exp(-2|u|) (SPEC.md 4.18), every rounding
+ *           but the last recovered: at most 1.01 ulp; returned as a mantissa
+ *           and a power of two, so that the VJPs' products are rounded once
+ *           even where sech^2 is below fp32's range.
+ *   DyISRU  x / sqrt(x^2 + C) as (w / sqrt(fma(x, x, C))) x + bias where
+ *           nothing can overflow, else the reference's two branches
+ *           (relative to the larger of |x| and sqrt(C)) as blends.
+ * The VJPs form their products and sums in double (a product of two fp32
+ * values is exact there): dx is rounded once, dweight, dbias, dalpha, dC,
+ * dcap are summed in double.
+ *
+ * The layers differ in two places only, both within these bounds: 2^n
+ * (v_scale_pow2: one rounding either way) and the reciprocal in sech^2's
+ * correction (2^-14 or better).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "norms.h"
+
+/* ---- lanes ---- */
+
+/* sum[i] += a[i] * b[i] in double for the lanes of m (a per-column partial
+ * sum: dweight, dbias). */
+static inline void add_products_to_columns(double *sum, vfloat a, vfloat b, vmask m)
+{
+    for (int high = 0; high <= 1; high++) {
+        double *s = sum + high * (SIMD_LANES / 2);
+        const vdouble total = vd_fma(vd_half(a, high), vd_half(b, high), vd_load_where(s, m, high));
+        vd_store_where(s, total, m, high);
+    }
+}
+
+/* acc += a * b * c in double for the lanes of m (a scalar gradient's terms:
+ * masked so that a tail lane's 0 * NaN cannot reach the sum). */
+static inline vdouble add_triple_products(vdouble acc, vfloat a, vfloat b, vfloat c, vmask m)
+{
+    for (int high = 0; high <= 1; high++)
+        acc = vd_add_where(acc, m, high, vd_mul(vd_mul(vd_half(a, high), vd_half(b, high)), vd_half(c, high)));
+    return acc;
+}
+
+/* Software prefetch of the line PREFETCH_BYTES past byte offset_bytes of p.
+ * A vector of these kernels is long (some 40 instructions), so the
+ * out-of-order window spans too few iterations to keep enough cache misses
+ * in flight by itself: DyT over 64 MiB ran at 0.38 ns per element and
+ * thread without, 0.24 with, the same as in cache. The address may lie past
+ * the end of the array: a prefetch never faults. */
+#define PREFETCH_BYTES 4096
+static inline __attribute__((always_inline)) void prefetch_ahead(const void *p, int64_t offset_bytes)
+{
+    simd_prefetch((const void *)((uintptr_t)p + (uintptr_t)(offset_bytes + PREFETCH_BYTES)));
+}
+
+/* dst[0..n) = src[0..n) with non-temporal stores where dst is aligned to a
+ * whole vector (a head of ordinary stores up to the first boundary, the
+ * tail after the last): an output larger than the caches is written without
+ * reading each of its lines first (a quarter less traffic for a VJP, a third
+ * for rmsnorm). The caller ends its block with simd_store_fence(). */
+static inline void stream_out(float *dst, const float *src, int64_t n)
+{
+    const int64_t past = (int64_t)(((uintptr_t)dst % (SIMD_LANES * sizeof(float))) / sizeof(float));
+    int64_t i = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
+    if (i > 0)
+        v_store_first(dst, v_load_first(src, i), i);
+    for (; i + SIMD_LANES <= n; i += SIMD_LANES)
+        v_stream(dst + i, v_load_first(src + i, SIMD_LANES));
+    if (i < n)
+        v_store_first(dst + i, v_load_first(src + i, n - i), n - i);
+}
+
+/* ---- exp, tanh, sech^2 ---- */
+
+/* exp(v) = 2^n (1 + p), p = exp(r) - 1 = r + r^2 Q(r) in [-0.30, 0.42]
+ * (norms.h), for v in [-745.2, 19] (|n| <= 1075: n LN2_HI is exact): returns
+ * p and sets n. Callers form 1 + p (and, where they need it, its rounding
+ * error (1 - (1 + p)) + p, exact by Fast2Sum) and scale by 2^n with
+ * v_scale_pow2, which rounds once into the subnormals (and to 0 below
+ * them). NaN v gives NaN. */
+static inline vfloat exp_reduced(vfloat v, vfloat *n)
+{
+    *n = v_round(v_mul(v, v_set1((float)LACS_LOG2E)));
+    vfloat r = v_fnma(*n, v_set1((float)LACS_LN2_HI), v);
+    r = v_fnma(*n, v_set1((float)LACS_LN2_LO), r);
+    vfloat q = v_set1((float)lacs_exp_poly[4]);
+    for (int i = 3; i >= 0; i--)
+        q = v_fma(q, r, v_set1((float)lacs_exp_poly[i]));
+    return v_fma(v_mul(r, r), q, r);
+}
+
+/* tanh(u) = E / (E + 2), E = expm1(2|u|) = 2^n (1 + p) - 1 =
+ * (2^n - 1) + 2^n p with one FMA (2^n - 1 is exact for 0 <= n <= 24, and for
+ * n = 0, |u| < 0.17, E = p itself: no cancellation near 0). |u| is capped at
+ * 9.5, where tanh rounds to 1 (from 9.01; min returns a when it is NaN, so
+ * NaN stays NaN). The sign is copied from u. For |u| >= 2^-12: below, E's
+ * own rounding (2a + 2a^2 rounds up where tanh(a) = a - a^3/3 does not) can
+ * put the result an ulp off, and the callers return u itself there
+ * (tanh_lanes, DyT, softcap). Error: E's rounding (and p's, up to twice
+ * relative to E where 2^n - 1 and 2^n p nearly cancel, n = 1), E + 2's and
+ * the quotient's; the largest over all fp32 inputs is 2.61 ulp, at
+ * |u| = 0x1.ff4f96p-5 (n = 0, just below a power of two of the result);
+ * RMS 0.3 to 0.6 ulp by binade. */
+static inline vfloat tanh_core(vfloat u)
+{
+    const vfloat a = v_abs(u);
+    const vfloat capped = v_min(v_set1(9.5f), a);
+    vfloat n;
+    const vfloat p = exp_reduced(v_add(capped, capped), &n);
+    const vfloat power = v_pow2(n); /* n in [0, 28] (NaN only with a NaN p) */
+    const vfloat E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
+    return v_copysign(v_div(E, v_add(E, v_set1(2.0f))), u);
+}
+
+/* tanh(u) for every u: u itself below |u| = 2^-12, where tanh(u) = u to
+ * fp32 rounding (subnormals and -0 included). */
+static inline vfloat tanh_lanes(vfloat u)
+{
+    return v_select(vm_lt(v_abs(u), v_set1(0x1p-12f)), tanh_core(u), u);
+}
+
+/* sech^2(u) = 4e / (1 + e)^2 (SPEC.md 4.18), e = exp(-2|u|) = 2^n (1 + p),
+ * returned as sech^2 = s 2^n with s = 4 (1 + p) / (1 + e)^2 in [0.35, 5.7]:
+ * the callers multiply s by their other factors in double and scale last,
+ * so that a product that is representable comes out with one rounding even
+ * where sech^2 itself is below fp32's range (|u| > 52.4), and an infinite
+ * factor gives +-inf wherever the reference's double sech^2 is positive.
+ * That is up to |u| = 372.566589, where exp(-2|u|) underflows in double:
+ * from there on s = 0, as the reference's sech^2 is (then inf * 0 = NaN, as
+ * there). Every rounding before the last is recovered to first order, with
+ * 1 + p = m + m_err (Fast2Sum, 1 >= |p|) and e = e_hi + e_lo:
+ *   d = 1 + e_hi, d_err = ((1 - d) + e_hi) + e_lo (Fast2Sum, 1 >= e_hi);
+ *   (1 + e)^2 = dd + dd_lo, dd = d^2, dd_lo = fma(d, d, -dd) + 2 d d_err;
+ *   q = 4m / dd to 2^-14 (v_reciprocal), its remainder 4m - q dd by one
+ *   FMA, s = q + (remainder + 4 m_err - q dd_lo) / dd.
+ * What remains is exp's approximation (2^-28), the rounding of p, the
+ * reciprocal's error on the correction (2^-28) and the last rounding:
+ * sech^2 within 1 ulp (tests/test_cpu_tanh.c). NaN gives NaN. */
+#define SECH2_POSITIVE_IN_DOUBLE 0x1.74910cp+8f
+static inline vfloat sech2_scaled(vfloat p, vfloat n, vfloat a)
+{
+    const vfloat one = v_set1(1.0f), four = v_set1(4.0f);
+    const vfloat m = v_add(one, p);
+    const vfloat m_err = v_add(v_sub(one, m), p);
+    const vfloat e = v_scale_pow2(m, n), e_lo = v_scale_pow2(m_err, n);
+    const vfloat d = v_add(one, e);
+    const vfloat d_err = v_add(v_add(v_sub(one, d), e), e_lo);
+    const vfloat dd = v_mul(d, d);
+    const vfloat dd_lo = v_fma(v_add(d, d), d_err, v_fms(d, d, dd));
+    const vfloat reciprocal = v_reciprocal(dd);
+    const vfloat four_m = v_mul(four, m);
+    const vfloat q = v_mul(four_m, reciprocal);
+    const vfloat remainder = v_fnma(q, dd_lo, v_fma(four, m_err, v_fnma(q, dd, four_m)));
+    const vfloat scaled = v_fma(remainder, reciprocal, q);
+    return v_select(vm_gt(a, v_set1(SECH2_POSITIVE_IN_DOUBLE)), scaled, v_zero());
+}
+
+/* sech^2(u) = *scaled 2^*exponent (sech2_scaled). |u| is capped at
+ * 372.566589, where sech^2 becomes 0 (min returns a when it is NaN). */
+static inline void sech2_of(vfloat u, vfloat *scaled, vfloat *exponent)
+{
+    const vfloat a = v_abs(u);
+    const vfloat capped = v_min(v_set1(SECH2_POSITIVE_IN_DOUBLE), a);
+    const vfloat p = exp_reduced(v_mul(capped, v_set1(-2.0f)), exponent);
+    *scaled = sech2_scaled(p, *exponent, a);
+}
+
+/* a b c s 2^n for the low (high = 0) or high half of the lanes, in double:
+ * a b and c s are exact there, their product one rounding, the scaling
+ * exact; no intermediate overflow or underflow. */
+static inline vdouble scaled_product_half(vfloat a, vfloat b, vfloat c, vfloat s, vfloat n, int high)
+{
+    const vdouble ab = vd_mul(vd_half(a, high), vd_half(b, high));
+    const vdouble cs = vd_mul(vd_half(c, high), vd_half(s, high));
+    return vd_scale_pow2(vd_mul(ab, cs), n, high);
+}
+
+/* a b c s 2^n rounded once to fp32. */
+static inline vfloat scaled_product(vfloat a, vfloat b, vfloat c, vfloat s, vfloat n)
+{
+    return v_from_halves(scaled_product_half(a, b, c, s, n, 0), scaled_product_half(a, b, c, s, n, 1));
+}
+
+/* acc += a b c s 2^n in double, for the lanes of m. */
+static inline vdouble add_scaled_products(vdouble acc, vfloat a, vfloat b, vfloat c, vfloat s, vfloat n, vmask m)
+{
+    acc = vd_add_where(acc, m, 0, scaled_product_half(a, b, c, s, n, 0));
+    return vd_add_where(acc, m, 1, scaled_product_half(a, b, c, s, n, 1));
+}
+
+/* ---- the VJPs' fast path ----
+ * Where every lane of a vector is tame (x and dy of magnitude at most 2^40,
+ * not NaN; |u| <= 9.5, so that sech^2(u) >= 2^-27; the weights and the
+ * parameter checked once), no product of the VJPs overflows and none
+ * underflows but by the size of its own factors: they are formed in
+ * binary32 (an ordinary fp32 algorithm, a few ulp; SPEC.md 11.1), the sums
+ * in double as everywhere. A vector with any other lane (an infinity, a NaN,
+ * an extreme value) takes the exact path above, which rounds each output
+ * once from double: the special values come out as the reference's. Several
+ * times less work, for the data the ops meet. */
+
+/* The lanes where |v| <= 2^40 (not NaN, not inf). */
+static inline vmask tame(vfloat v) { return vm_le(v_abs(v), v_set1(0x1p40f)); }
+
+/* The lanes where v is 0 or 2^-40 <= |v| <= 2^40: a factor (a weight, a
+ * parameter) whose products with tame values stay normal. */
+static inline vmask tame_factor(vfloat v)
+{
+    const vfloat a = v_abs(v);
+    return vm_or(vm_and(vm_ge(a, v_set1(0x1p-40f)), vm_le(a, v_set1(0x1p40f))), vm_le(a, v_zero()));
+}
+
+/* tanh(u) and sech^2(u) for |u| <= 9.5 from one exp and one reciprocal:
+ * E = expm1(2|u|) = (2^n - 1) + 2^n p with one FMA (tanh_core's; E = p
+ * itself for n = 0: no cancellation near 0), r = 1 / (E + 2) (the
+ * reciprocal refined by one Newton step), tanh(|u|) = E r and
+ * sech^2 = 4 (1 + E) r^2 (= 1 - tanh^2 without its cancellation; E + 2 <=
+ * 2e8, so nothing overflows); u itself below |u| = 2^-12, where sech^2 = 1
+ * to fp32 rounding. About 3 ulp each. */
+static inline void tanh_sech2_tame(vfloat u, vfloat *t, vfloat *s2)
+{
+    const vfloat one = v_set1(1.0f), two = v_set1(2.0f);
+    const vfloat a = v_abs(u);
+    vfloat n;
+    const vfloat p = exp_reduced(v_add(a, a), &n);
+    const vfloat power = v_pow2(n);
+    const vfloat E = v_fma(power, p, v_sub(power, one));
+    const vfloat r = v_reciprocal_fine(v_add(E, two));
+    const vmask tiny = vm_lt(a, v_set1(0x1p-12f));
+    *t = v_select(tiny, v_copysign(v_mul(E, r), u), u);
+    *s2 = v_select(tiny, v_mul(v_mul(v_set1(4.0f), v_add(one, E)), v_mul(r, r)), one);
+}
+
+/* acc += v in double for the lanes of m (v a product formed in fp32). */
+static inline vdouble add_to_sum(vdouble acc, vfloat v, vmask m)
+{
+    acc = vd_add_where(acc, m, 0, vd_half(v, 0));
+    return vd_add_where(acc, m, 1, vd_half(v, 1));
+}
+
+static void norms_tanh(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(y + i, tanh_lanes(v_load_first(x + i, n - i)), n - i);
+}
+
+static void norms_sech2(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        vfloat s2, exponent;
+        sech2_of(v_load_first(x + i, n - i), &s2, &exponent);
+        v_store_first(y + i, v_scale_pow2(s2, exponent), n - i);
+    }
+}
+
+/* ---- N1: DyT ---- */
+
+/* y = w tanh(alpha x) + bias, one FMA (w t + bias rounded once). Below
+ * |alpha x| = 2^-12, where tanh(u) = u to fp32 rounding, y = (w alpha) x +
+ * bias instead: alpha x may underflow in fp32 (x subnormal, small alpha)
+ * where the reference's double product does not, and the FMA keeps the
+ * product's digits and its sign (a tiny negative w alpha x plus a +0 bias is
+ * -0, as in the reference, where w (-0) + 0 would be +0). */
+static inline vfloat dyt_lanes(vfloat x, vfloat w, vfloat bias, vfloat alpha)
+{
+    const vfloat u = v_mul(alpha, x);
+    const vfloat y = v_fma(w, tanh_core(u), bias);
+    return v_select(vm_lt(v_abs(u), v_set1(0x1p-12f)), y, v_fma(v_mul(w, alpha), x, bias));
+}
+
+/* ---- N5: DyISRU ---- */
+
+/* The parts of x / sqrt(x^2 + C) relative to the larger of |x| and s =
+ * sqrt(C) (reference/norms.c, isru): with ge = (|x| >= s), t = the smaller
+ * over the larger (r or |q|), p = 1 + t^2 in [1, 2], sp = sqrt(p):
+ *   ge:  f = sign(x) / sp               lt:  f = x / (s sp)
+ * NaN x fails |x| >= s and gives NaN; x = +-inf gives t = 0, f = +-1;
+ * x = 0 with C = 0 gives t = 0/0, NaN, as the reference. */
+typedef struct {
+    vmask ge;
+    vfloat a, t, p, sp;
+} isru_parts;
+
+static inline isru_parts isru_split(vfloat x, vfloat s)
+{
+    isru_parts v;
+    v.a = v_abs(x);
+    v.ge = vm_ge(v.a, s);
+    const vfloat larger = v_select(v.ge, s, v.a), smaller = v_select(v.ge, v.a, s);
+    v.t = v_div(smaller, larger);
+    v.p = v_fma(v.t, v.t, v_set1(1.0f));
+    v.sp = v_sqrt(v.p);
+    return v;
+}
+
+static inline vfloat isru_value(const isru_parts *v, vfloat x, vfloat s)
+{
+    const vfloat numerator = v_select(v->ge, x, v_copysign(v_set1(1.0f), x));
+    const vfloat denominator = v_select(v->ge, v_mul(s, v->sp), v->sp);
+    return v_div(numerator, denominator);
+}
+
+/* y = w f(x) + bias as (w / denominator) numerator + bias, one FMA, with
+ * f = numerator / denominator (isru_value): in the second branch the
+ * numerator is x itself, so that where x / (s sp) underflows (x subnormal,
+ * C large) the FMA still sees the exact x: the digits and the sign of a tiny
+ * w f are kept (a tiny negative w f plus a +0 bias is -0, as in the
+ * reference). The same number of roundings as w (x / d) + bias. */
+static inline vfloat dyisru_lanes(vfloat x, vfloat w, vfloat bias, vfloat s)
+{
+    const isru_parts v = isru_split(x, s);
+    const vfloat numerator = v_select(v.ge, x, v_copysign(v_set1(1.0f), x));
+    const vfloat denominator = v_select(v.ge, v_mul(s, v.sp), v.sp);
+    return v_fma(v_div(w, denominator), numerator, bias);
+}
+
+/* The same where nothing can overflow or underflow: C in [2^-100, 2^100]
+ * (checked once per call: dyisru_fast_C) and |x| <= 2^60 in all lanes
+ * (checked per vector by the caller): then x^2 + C is a normal fp32 value
+ * and y = (w / sqrt(fma(x, x, C))) x + bias, four roundings, a third of the
+ * work of the branches. */
+static inline vfloat dyisru_lanes_fast(vfloat x, vfloat w, vfloat bias, vfloat C)
+{
+    return v_fma(v_div(w, v_sqrt(v_fma(x, x, C))), x, bias);
+}
+
+static inline int dyisru_fast_C(double C) { return C >= 0x1p-100 && C <= 0x1p100; }
+
+/* DyISRU's gradients in double, for the low (high = 0) or high half of the
+ * lanes: the reference's two branches (reference/norms.c, isru) in its
+ * arithmetic, so that dx is rounded once from a double value (the fp32 chain
+ * of t, p, sqrt(p) and p^{3/2} cost up to 3.5 ulp):
+ *   ge = |x| >= s:  t = s/|x|,  df/dx = t^2 / (|x| p32),  -df/dC = sign(x) 0.5 / (|x|^2 p32)
+ *   lt:             t = |x|/s,  df/dx = 1 / (s p32),      -df/dC = 0.5 x / (s C p32)
+ * p = 1 + t^2, p32 = p sqrt(p); no overflow or underflow in double (|x|^2
+ * would underflow fp32 below 1e-19). C = 0, x != 0: df/dx = 0 exactly,
+ * df/dC = -sign(x)/(2x^2); x = +-inf: both 0; x = C = 0: NaN. Writes
+ * dx = dy w df/dx and dy w (-df/dC). s and C are the fp32 values, widened. */
+static inline void isru_gradients_half(vfloat g, vfloat w, vfloat x, double s, double C, int high, vdouble *dx,
+                                       vdouble *minus_dC_term)
+{
+    const vdouble xd = vd_half(x, high);
+    const vdouble gw = vd_mul(vd_half(g, high), vd_half(w, high));
+    const vdouble sd = vd_set1(s), one = vd_set1(1.0), half = vd_set1(0.5);
+    const vdouble a = vd_abs(xd);
+    const vdmask ge = vd_ge(a, sd);
+    const vdouble larger = vd_select(ge, sd, a), smaller = vd_select(ge, a, sd);
+    const vdouble t = vd_div(smaller, larger);
+    const vdouble p = vd_fma(t, t, one);
+    const vdouble p32 = vd_mul(p, vd_sqrt(p));
+    const vdouble dfdx_numerator = vd_select(ge, one, vd_mul(t, t));
+    *dx = vd_div(vd_mul(gw, dfdx_numerator), vd_mul(larger, p32));
+    const vdouble dC_numerator = vd_select(ge, vd_mul(half, xd), vd_or_sign(half, xd));
+    const vdouble dC_denominator = vd_mul(vd_select(ge, vd_set1(s * C), vd_mul(a, a)), p32);
+    *minus_dC_term = vd_div(vd_mul(gw, dC_numerator), dC_denominator);
+}
+
+/* ---- the VJPs of DyT and DyISRU: one walk, the columns' sums in strips ----
+ *
+ * Each element gives dx (written), a term of the scalar parameter's gradient
+ * (dalpha or dC) and, for the weight and the bias, dy f(x) and dy summed down
+ * the columns. On the fast path those sums are kept in fp32 for a while: the
+ * parameter's terms per lane over a row of a strip of VJP_STRIP columns, the
+ * column sums over VJP_FLUSH_ROWS rows of the strip (8 KiB: they stay in L1);
+ * then each is added into the block's double sums. An order of summation
+ * (SPEC.md 11.1) that changes a sum by at most a few hundred units in the
+ * last place of its terms' magnitudes, where summing straight into doubles
+ * cost more than the element's arithmetic. A vector that is not tame
+ * (fast-path comment above) adds its exact terms into the doubles directly.
+ * The loops are written once with the op and the input type as parameters
+ * and called with constants, so that each gets its own loop. */
+#define VJP_STRIP 1024
+#define VJP_FLUSH_ROWS 8
+
+typedef enum { VJP_DYT, VJP_DYISRU } vjp_op;
+
+/* What one vector of a VJP gives besides dx: f(x) (dweight's factor) and,
+ * on the fast path, its parameter term in fp32 (else it was added to sum). */
+typedef struct {
+    vfloat f, term;
+    vdouble sum;
+    int fast;
+} vjp_lanes;
+
+/* One vector of DyT's VJP, f = tanh(alpha x): dx = dy w alpha sech^2 and the
+ * dalpha term dy w x sech^2 (x sech^2 = 0 where sech^2 = 0: the limit at
+ * x = +-inf, SPEC.md 4.18; dy w 0 is still NaN for a NaN or infinite dy w,
+ * as in the reference). Exact path: formed in double and rounded once
+ * (scaled_product). */
+static inline __attribute__((always_inline)) vjp_lanes dyt_vjp_lanes(vfloat x, vfloat g, vfloat w, vfloat alpha,
+                                                                     int w_alpha_tame, vmask m, float *dx,
+                                                                     int64_t count, vdouble sum)
+{
+    vjp_lanes out = {.sum = sum};
+    const vfloat u = v_mul(alpha, x);
+    out.fast = w_alpha_tame && vm_all(vm_and(vm_and(tame(x), tame(g)), vm_le(v_abs(u), v_set1(9.5f))));
+    if (out.fast) {
+        vfloat s2;
+        tanh_sech2_tame(u, &out.f, &s2);
+        const vfloat gw = v_mul(g, w);
+        out.term = v_mul(v_mul(gw, x), s2);
+        v_store_first(dx, v_mul(v_mul(gw, alpha), s2), count);
+        return out;
+    }
+    vfloat s2, exponent;
+    sech2_of(u, &s2, &exponent);
+    out.sum = add_scaled_products(sum, g, w, v_zero_unless(vm_ne(s2, v_zero()), x), s2, exponent, m);
+    v_store_first(dx, scaled_product(g, w, alpha, s2, exponent), count);
+    out.f = tanh_lanes(u);
+    out.term = v_zero();
+    return out;
+}
+
+/* One vector of DyISRU's VJP, f = x / sqrt(x^2 + C): dx = dy w df/dx and the
+ * term dy w (-df/dC) (the parameter's sum is of -df/dC terms). Fast path,
+ * where x and dy are tame, C in [2^-30, 2^30] and |x| <= 2^20:
+ * r = 1 / sqrt(x^2 + C), df/dx = C r^3, -df/dC = x r^3 / 2, f = x r, all
+ * normal in fp32. Exact path: the reference's two branches in double
+ * (isru_gradients_half). */
+static inline __attribute__((always_inline)) vjp_lanes dyisru_vjp_lanes(vfloat x, vfloat g, vfloat w, vfloat C,
+                                                                        vfloat s, double s_d, double C_d, int C_tame,
+                                                                        vmask m, float *dx, int64_t count, vdouble sum)
+{
+    vjp_lanes out = {.sum = sum};
+    out.fast = C_tame && vm_all(vm_and(vm_and(tame(x), tame(g)), vm_le(v_abs(x), v_set1(0x1p20f))));
+    if (out.fast) {
+        const vfloat r = v_div(v_set1(1.0f), v_sqrt(v_fma(x, x, C)));
+        const vfloat r3 = v_mul(v_mul(r, r), r), gw = v_mul(g, w);
+        v_store_first(dx, v_mul(gw, v_mul(C, r3)), count);
+        out.term = v_mul(gw, v_mul(v_mul(v_set1(0.5f), x), r3));
+        out.f = v_mul(x, r);
+        return out;
+    }
+    vdouble dx_lo, dx_hi, dC_lo, dC_hi;
+    isru_gradients_half(g, w, x, s_d, C_d, 0, &dx_lo, &dC_lo);
+    isru_gradients_half(g, w, x, s_d, C_d, 1, &dx_hi, &dC_hi);
+    out.sum = vd_add_where(vd_add_where(sum, m, 0, dC_lo), m, 1, dC_hi);
+    v_store_first(dx, v_from_halves(dx_lo, dx_hi), count);
+    const isru_parts v = isru_split(x, s);
+    out.f = isru_value(&v, x, s);
+    out.term = v_zero();
+    return out;
+}
+
+/* Whether every weight times `factor` is tame (DyT's w alpha; factor 1: w). */
+static int weights_tame(const float *weight, int64_t dim, float factor)
+{
+    for (int64_t c = 0; c < dim; c += SIMD_LANES)
+        if (!vm_all(tame_factor(v_mul(v_load_first(weight + c, dim - c), v_set1(factor)))))
+            return 0;
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *b, vjp_op op, int bf16)
+{
+    const int64_t rows = b->rows, dim = b->dim, size = bf16 ? 2 : 4;
+    const float param = (float)b->param, root = (float)sqrt(b->param);
+    const vfloat parameter = v_set1(param), s = v_set1(root);
+    const int w_tame = op == VJP_DYT ? weights_tame(b->weight, dim, param)
+                                     : weights_tame(b->weight, dim, 1.0f) && param >= 0x1p-30f && param <= 0x1p30f;
+    double *const sum_weight = b->sum_weight, *const sum_bias = b->sum_bias;
+    const float *const weight = b->weight;
+    const void *const xs = b->x, *const dys = b->dy;
+    float *const out = b->out;
+    float part_weight[VJP_STRIP], part_bias[VJP_STRIP];
+    /* with b->stream, a row's dx over the strip goes here (in L1), then out with stream_out */
+    float dx_strip[VJP_STRIP] __attribute__((aligned(64)));
+    const int stream = b->stream;
+    vdouble sum_param = vd_zero();
+    for (int64_t c0 = 0; c0 < dim; c0 += VJP_STRIP) {
+        const int64_t width = dim - c0 < VJP_STRIP ? dim - c0 : VJP_STRIP;
+        for (int64_t r0 = 0; r0 < rows; r0 += VJP_FLUSH_ROWS) {
+            const int64_t r1 = r0 + VJP_FLUSH_ROWS < rows ? r0 + VJP_FLUSH_ROWS : rows;
+            memset(part_weight, 0, (size_t)width * sizeof(float));
+            memset(part_bias, 0, (size_t)width * sizeof(float));
+            for (int64_t r = r0; r < r1; r++) {
+                const int64_t row = r * dim;
+                float *const dx_row = stream ? dx_strip - c0 : out + row; /* dx_row + c: column c's dx */
+                vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
+                for (int64_t c = c0; c < c0 + width; c += SIMD_LANES) {
+                    const int64_t count = c0 + width - c;
+                    const vmask m = vm_first(count);
+                    const vfloat x = v_load_any(xs, bf16, row + c, count), g = v_load_any(dys, bf16, row + c, count);
+                    /* the next row's vector (the strip walks the rows) */
+                    simd_prefetch((const char *)xs + (row + dim + c) * size);
+                    simd_prefetch((const char *)dys + (row + dim + c) * size);
+                    const vfloat w = v_load_first(weight + c, count);
+                    const vjp_lanes v = op == VJP_DYT ? dyt_vjp_lanes(x, g, w, parameter, w_tame, m, dx_row + c,
+                                                                      count, sum_param)
+                                                      : dyisru_vjp_lanes(x, g, w, parameter, s, root, param, w_tame,
+                                                                         m, dx_row + c, count, sum_param);
+                    sum_param = v.sum;
+                    if (v.fast) {
+                        float *pw = part_weight + (c - c0), *pb = part_bias + (c - c0);
+                        part_param = v_add(part_param, v_zero_unless(m, v.term));
+                        if (sum_weight)
+                            v_store_first(pw, v_fma(g, v.f, v_load_first(pw, count)), count);
+                        if (sum_bias)
+                            v_store_first(pb, v_add(g, v_load_first(pb, count)), count);
+                    } else {
+                        if (sum_weight)
+                            add_products_to_columns(sum_weight + c, g, v.f, m);
+                        if (sum_bias)
+                            add_products_to_columns(sum_bias + c, g, v_set1(1.0f), m);
+                    }
+                }
+                sum_param = add_to_sum(sum_param, part_param, vm_first(SIMD_LANES));
+                if (stream)
+                    stream_out(out + row + c0, dx_strip, width);
+            }
+            for (int64_t c = 0; c < width; c++) {
+                if (sum_weight)
+                    sum_weight[c0 + c] += part_weight[c];
+                if (sum_bias)
+                    sum_bias[c0 + c] += part_bias[c];
+            }
+        }
+    }
+    b->sum_param = op == VJP_DYT ? vd_reduce_add(sum_param) : -vd_reduce_add(sum_param);
+    if (stream)
+        simd_store_fence();
+}
+
+static void norms_dyt_vjp(lacs_cpu_norm_block *b)
+{
+    if (b->bf16)
+        vjp_rows(b, VJP_DYT, 1);
+    else
+        vjp_rows(b, VJP_DYT, 0);
+}
+
+static void norms_dyisru_vjp(lacs_cpu_norm_block *b)
+{
+    if (b->bf16)
+        vjp_rows(b, VJP_DYISRU, 1);
+    else
+        vjp_rows(b, VJP_DYISRU, 0);
+}
+
+/* ---- N6: softcap ---- */
+
+/* cap tanh(x / cap), and x (1 - u^2/3) below |u| = 2^-12, where that is
+ * tanh to fp32 rounding and keeps x's own digits (x / cap rounds again when
+ * it is subnormal): a subnormal x comes back as itself, -0 as -0. norms.c
+ * calls this only for cap in [2^-100, 2^100], so that cap is a normal fp32
+ * value and x / cap either is finite or overflows to the limit +-cap. */
+static inline vfloat softcap_lanes(vfloat x, vfloat cap)
+{
+    const vfloat u = v_div(x, cap);
+    const vfloat near_zero = v_mul(x, v_fnma(v_mul(u, u), v_set1(1.0f / 3.0f), v_set1(1.0f)));
+    return v_select(vm_lt(v_abs(u), v_set1(0x1p-12f)), v_mul(cap, tanh_core(u)), near_zero);
+}
+
+/* dx = dy sech^2(u); dcap's term dy h(u), h(u) = tanh(u) - u sech^2(u): the
+ * series u^3 R(u^2) below |u| = 1 (norms.h), where the difference cancels,
+ * the direct form above with u sech^2 = 0 where sech^2 = 0 (h(+-inf) = +-1).
+ * Fast path (the VJPs' above), where x and dy are tame and |u| <= 9.5 (cap
+ * in [2^-40, 2^40]): sech^2 and tanh from tanh_sech2_tame, dx = dy sech^2 in
+ * fp32, the terms summed in fp32 per lane over VJP_STRIP elements, then in
+ * double. Exact path: dx rounded once from double, each term added in
+ * double. */
+static inline __attribute__((always_inline)) void softcap_vjp_elements(lacs_cpu_norm_block *b, int bf16)
+{
+    const float cap_f32 = (float)b->param;
+    const vfloat cap = v_set1(cap_f32);
+    const vfloat one = v_set1(1.0f);
+    const int cap_tame = cap_f32 >= 0x1p-40f && cap_f32 <= 0x1p40f;
+    const int64_t n = b->rows * b->dim;
+    const int stream = b->stream;
+    float dx_strip[VJP_STRIP] __attribute__((aligned(64))); /* with b->stream: dx by strips, then stream_out */
+    vdouble sum_cap = vd_zero();
+    vfloat part = v_zero();
+    for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        float *const dx = stream ? dx_strip + i % VJP_STRIP : b->out + i;
+        const int64_t count = n - i;
+        const vmask m = vm_first(count);
+        const vfloat x = v_load_any(b->x, bf16, i, count), g = v_load_any(b->dy, bf16, i, count);
+        prefetch_ahead(b->x, i * (bf16 ? 2 : 4));
+        prefetch_ahead(b->dy, i * (bf16 ? 2 : 4));
+        const vfloat u = v_div(x, cap);
+        const vfloat u2 = v_mul(u, u);
+        vfloat series = v_set1((float)lacs_softcap_dcap_poly[8]);
+        for (int k = 7; k >= 0; k--)
+            series = v_fma(series, u2, v_set1((float)lacs_softcap_dcap_poly[k]));
+        series = v_mul(v_mul(u, u2), series);
+        const vmask below_one = vm_lt(v_abs(u), one);
+        if (cap_tame && vm_all(vm_and(vm_and(tame(x), tame(g)), vm_le(v_abs(u), v_set1(9.5f))))) {
+            vfloat t, s2;
+            tanh_sech2_tame(u, &t, &s2);
+            part = v_add(part, v_zero_unless(m, v_mul(g, v_select(below_one, v_fnma(u, s2, t), series))));
+            v_store_first(dx, v_mul(g, s2), count);
+        } else {
+            vfloat s2, exponent;
+            sech2_of(u, &s2, &exponent);
+            const vfloat t = tanh_lanes(u);
+            const vfloat u_s2 = v_scale_pow2(v_zero_unless(vm_ne(s2, v_zero()), v_mul(u, s2)), exponent);
+            const vfloat h = v_select(below_one, v_sub(t, u_s2), series);
+            sum_cap = add_triple_products(sum_cap, g, h, one, m);
+            v_store_first(dx, scaled_product(g, one, one, s2, exponent), count);
+        }
+        if ((i / SIMD_LANES + 1) % (VJP_STRIP / SIMD_LANES) == 0) {
+            sum_cap = add_to_sum(sum_cap, part, vm_first(SIMD_LANES));
+            part = v_zero();
+        }
+        if (stream && (i + SIMD_LANES >= n || (i + SIMD_LANES) % VJP_STRIP == 0)) {
+            const int64_t start = i - i % VJP_STRIP, end = i + SIMD_LANES < n ? i + SIMD_LANES : n;
+            stream_out(b->out + start, dx_strip, end - start);
+        }
+    }
+    sum_cap = add_to_sum(sum_cap, part, vm_first(SIMD_LANES));
+    b->sum_param = vd_reduce_add(sum_cap);
+    if (stream)
+        simd_store_fence();
+}
+
+static void norms_softcap_vjp(lacs_cpu_norm_block *b)
+{
+    if (b->bf16)
+        softcap_vjp_elements(b, 1);
+    else
+        softcap_vjp_elements(b, 0);
+}
+
+/* ---- the forward element-wise ops: one walk over the rows ---- */
+
+typedef enum { FORWARD_DYT, FORWARD_DYISRU, FORWARD_SOFTCAP } forward_op;
+
+/* What a forward walk reads, copied out of the block so that the compiler
+ * keeps it in registers (a store through a vector pointer may alias
+ * anything, *b included, so fields of *b would be reloaded after every
+ * store). */
+typedef struct {
+    const void *x;
+    const float *weight, *bias;
+    vfloat parameter, C;
+    int fast;
+} forward_operands;
+
+/* out for the `count` lanes of x at element e, column c (op and bf16 are
+ * constants where this is inlined, so each caller gets its own loop). */
+static inline __attribute__((always_inline)) vfloat forward_lanes(const forward_operands *o, forward_op op, int bf16,
+                                                                  int64_t e, int64_t c, int64_t count)
+{
+    const vfloat x = v_load_any(o->x, bf16, e, count);
+    prefetch_ahead(o->x, e * (bf16 ? 2 : 4));
+    if (op == FORWARD_SOFTCAP)
+        return softcap_lanes(x, o->parameter);
+    const vfloat w = v_load_first(o->weight + c, count), bias = v_load_first(o->bias + c, count);
+    if (op == FORWARD_DYT)
+        return dyt_lanes(x, w, bias, o->parameter);
+    if (o->fast && vm_all(vm_le(v_abs(x), v_set1(0x1p60f))))
+        return dyisru_lanes_fast(x, w, bias, o->C);
+    return dyisru_lanes(x, w, bias, o->parameter);
+}
+
+/* Each row (softcap: the whole block as one row) in vectors of SIMD_LANES.
+ * With b->stream, the row's vectors that fill whole aligned vectors of out
+ * are written with non-temporal stores (no read of the line before the
+ * write: a third less memory traffic), after a partial head that reaches
+ * the first boundary; the rest with ordinary stores. */
+static inline __attribute__((always_inline)) void forward_rows(lacs_cpu_norm_block *b, forward_op op, int bf16)
+{
+    const forward_operands o = {
+        .x = b->x,
+        .weight = b->weight,
+        .bias = b->bias,
+        .parameter = v_set1(op == FORWARD_DYISRU ? (float)sqrt(b->param) : (float)b->param),
+        .C = v_set1((float)b->param),
+        .fast = op == FORWARD_DYISRU && dyisru_fast_C(b->param),
+    };
+    const int64_t rows = op == FORWARD_SOFTCAP ? 1 : b->rows, dim = op == FORWARD_SOFTCAP ? b->rows * b->dim : b->dim;
+    float *const out_base = b->out;
+    const int stream = b->stream;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t row = r * dim;
+        float *out = out_base + row;
+        int64_t c = 0;
+        if (stream) {
+            const int64_t past_boundary =
+                (int64_t)(((uintptr_t)out % (SIMD_LANES * sizeof(float))) / sizeof(float));
+            const int64_t head = past_boundary ? (SIMD_LANES - past_boundary < dim ? SIMD_LANES - past_boundary : dim) : 0;
+            if (head > 0) {
+                v_store_first(out, forward_lanes(&o, op, bf16, row, 0, head), head);
+                c = head;
+            }
+            for (; c + SIMD_LANES <= dim; c += SIMD_LANES)
+                v_stream(out + c, forward_lanes(&o, op, bf16, row + c, c, SIMD_LANES));
+        }
+        for (; c < dim; c += SIMD_LANES)
+            v_store_first(out + c, forward_lanes(&o, op, bf16, row + c, c, dim - c), dim - c);
+    }
+    if (stream)
+        _mm_sfence();
+}
+
+static void norms_dyt(lacs_cpu_norm_block *b)
+{
+    if (b->bf16)
+        forward_rows(b, FORWARD_DYT, 1);
+    else
+        forward_rows(b, FORWARD_DYT, 0);
+}
+
+static void norms_dyisru(lacs_cpu_norm_block *b)
+{
+    if (b->bf16)
+        forward_rows(b, FORWARD_DYISRU, 1);
+    else
+        forward_rows(b, FORWARD_DYISRU, 0);
+}
+
+static void norms_softcap(lacs_cpu_norm_block *b)
+{
+    if (b->bf16)
+        forward_rows(b, FORWARD_SOFTCAP, 1);
+    else
+        forward_rows(b, FORWARD_SOFTCAP, 0);
+}
+
+/* ---- rows of rmsnorm and l2norm, in double ---- */
+
+/* fp32 squares and products of two fp32 values are exact in double and
+ * neither overflow nor underflow there: no scaling is needed (SPEC.md 4.14
+ * scales because the reference squares doubles). */
+static double norms_sum_of_squares(const void *x, int bf16, int64_t n)
+{
+    vdouble lo = vd_zero(), hi = vd_zero();
+    for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        const vfloat v = v_load_any(x, bf16, i, n - i);
+        const vdouble v_lo = vd_half(v, 0), v_hi = vd_half(v, 1);
+        lo = vd_fma(v_lo, v_lo, lo);
+        hi = vd_fma(v_hi, v_hi, hi);
+    }
+    return vd_reduce_add(vd_add(lo, hi));
+}
+
+static double norms_weighted_dot(const void *x, const void *dy, int bf16, const float *weight, int64_t n)
+{
+    vdouble sum = vd_zero();
+    for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        const int64_t count = n - i;
+        sum = add_triple_products(sum, v_load_any(x, bf16, i, count), v_load_first(weight + i, count),
+                                  v_load_any(dy, bf16, i, count), vm_first(count));
+    }
+    return vd_reduce_add(sum);
+}
+
+/* y_i = weight_i (x_i inv) for i in [from, to) (whole vectors but the last). */
+static inline __attribute__((always_inline)) void scale_part(const void *x, int bf16, int64_t from, int64_t to,
+                                                             vdouble inv_v, const float *weight, float *y, int stream)
+{
+    for (int64_t i = from; i < to; i += SIMD_LANES) {
+        const int64_t count = to - i;
+        const vfloat v = v_load_any(x, bf16, i, count), w = v_load_first(weight + i, count);
+        const vdouble y_lo = vd_mul(vd_half(w, 0), vd_mul(vd_half(v, 0), inv_v));
+        const vdouble y_hi = vd_mul(vd_half(w, 1), vd_mul(vd_half(v, 1), inv_v));
+        if (stream && count >= SIMD_LANES)
+            v_stream(y + i, v_from_halves(y_lo, y_hi));
+        else
+            v_store_first(y + i, v_from_halves(y_lo, y_hi), count);
+    }
+}
+
+/* Each element is computed alone (no sum across lanes), so the head that
+ * aligns y for non-temporal stores changes no result. */
+static void norms_scale(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream)
+{
+    const vdouble inv_v = vd_set1(inv);
+    if (!stream) {
+        scale_part(x, bf16, 0, n, inv_v, weight, y, 0);
+        return;
+    }
+    const int64_t past = (int64_t)(((uintptr_t)y % (SIMD_LANES * sizeof(float))) / sizeof(float));
+    const int64_t head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
+    const int64_t body = head + (n - head) / SIMD_LANES * SIMD_LANES;
+    scale_part(x, bf16, 0, head, inv_v, weight, y, 0);
+    scale_part(x, bf16, head, body, inv_v, weight, y, 1);
+    scale_part(x, bf16, body, n, inv_v, weight, y, 0);
+    simd_store_fence();
+}
+
+/* dx_i for i in [from, to) (whole vectors but the last). */
+static inline __attribute__((always_inline)) void project_part(const void *x, const void *dy, int bf16, int64_t from,
+                                                               int64_t to, const float *weight, vdouble along_v,
+                                                               vdouble inv_v, float *dx, double *sum_dy_y, int stream)
+{
+    for (int64_t i = from; i < to; i += SIMD_LANES) {
+        const int64_t count = to - i;
+        const vmask m = vm_first(count);
+        const vfloat xv = v_load_any(x, bf16, i, count), g = v_load_any(dy, bf16, i, count);
+        const vfloat w = v_load_first(weight + i, count);
+        vdouble dx_half[2];
+        for (int high = 0; high <= 1; high++) {
+            const vdouble x_h = vd_half(xv, high), g_h = vd_half(g, high);
+            const vdouble wg = vd_mul(vd_half(w, high), g_h);
+            dx_half[high] = vd_mul(vd_fnma(x_h, along_v, wg), inv_v);
+            if (sum_dy_y) {
+                double *s = sum_dy_y + i + high * (SIMD_LANES / 2);
+                vd_store_where(s, vd_fma(g_h, vd_mul(x_h, inv_v), vd_load_where(s, m, high)), m, high);
+            }
+        }
+        if (stream && count >= SIMD_LANES)
+            v_stream(dx + i, v_from_halves(dx_half[0], dx_half[1]));
+        else
+            v_store_first(dx + i, v_from_halves(dx_half[0], dx_half[1]), count);
+    }
+}
+
+/* Each element alone, as norms_scale; sum_dy_y's terms are per column. */
+static void norms_project(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
+                          double inv, float *dx, double *sum_dy_y, int stream)
+{
+    const vdouble along_v = vd_set1(along), inv_v = vd_set1(inv);
+    if (!stream) {
+        project_part(x, dy, bf16, 0, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
+        return;
+    }
+    const int64_t past = (int64_t)(((uintptr_t)dx % (SIMD_LANES * sizeof(float))) / sizeof(float));
+    const int64_t head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
+    const int64_t body = head + (n - head) / SIMD_LANES * SIMD_LANES;
+    project_part(x, dy, bf16, 0, head, weight, along_v, inv_v, dx, sum_dy_y, 0);
+    project_part(x, dy, bf16, head, body, weight, along_v, inv_v, dx, sum_dy_y, 1);
+    project_part(x, dy, bf16, body, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
+    simd_store_fence();
+}
+
+const lacs_cpu_norm_kernels NORM_KERNELS = {
+    .isa = SIMD_ISA,
+    .tanh = norms_tanh,
+    .sech2 = norms_sech2,
+    .dyt = norms_dyt,
+    .dyt_vjp = norms_dyt_vjp,
+    .dyisru = norms_dyisru,
+    .dyisru_vjp = norms_dyisru_vjp,
+    .softcap = norms_softcap,
+    .softcap_vjp = norms_softcap_vjp,
+    .sum_of_squares = norms_sum_of_squares,
+    .weighted_dot = norms_weighted_dot,
+    .scale = norms_scale,
+    .project = norms_project,
+};

@@ -1,0 +1,71 @@
+/* builtin:cpu, the recurrent family (README.md section 2): what recurrent.c
+ * (the op: parameters, sequences, threads, workspaces) shares with the
+ * kernels of recurrent_kernels.h (the chunk algorithm and the recurrent step,
+ * written once over a primitive layer and built per instruction set:
+ * recurrent_avx512.c, recurrent_avx2.c, recurrent_scalar.c).
+ */
+#ifndef LACS_CPU_RECURRENT_H
+#define LACS_CPU_RECURRENT_H
+
+#include <stdint.h>
+
+#include "cpu.h"
+
+typedef enum { STEP_NONE = 0, STEP_BETA = 1, STEP_EFLA = 2 } lacs_cpu_step_kind;
+typedef enum { GATE_NONE = 0, GATE_CONSTANT = 1, GATE_SCALAR = 2, GATE_CHANNEL = 3 } lacs_cpu_gate_kind;
+
+typedef struct {
+    const lacs_cpu_call *call;
+    int64_t B, T, H, HV, K, V, n_seqs;
+    lacs_cpu_step_kind step;   /* beta (delta rule, gated, Comba), EFLA's c_t, or none (linear family) */
+    lacs_cpu_gate_kind gate;
+    int comba;                 /* the correction reads the un-decayed state (H8 second form) */
+    int postnorm;              /* H3: RMSNorm of each output row */
+    int bf16_products;         /* the bf16 tier with bf16 operands in the products (AVX512-BF16) */
+    double scale, eps;
+    const lacs_tensor *q, *k, *v, *beta, *g, *h0;
+    lacs_tensor *o, *ht;
+} lacs_cpu_recurrent_op;
+
+/* One thread's workspace: O(C (K + V) + C^2 + K V) floats (C = LACS_CPU_CHUNK),
+ * nothing that grows with T. */
+typedef struct {
+    float *S;                  /* K x V: the state */
+    float *kq;                 /* 2C x K: the chunk's rows of k (rows 0 .. n-1), then of q (n .. 2n-1) */
+    float *v;                  /* C x V: the chunk's rows of v */
+    float *G, *Gr;             /* C x Kg (Kg = K per channel, else 1): inclusive log-decay sums, the rows' Gr */
+    float *b;                  /* C: step sizes */
+    float *D;                  /* C x C: exp(G_i - G_j), j <= i (scalar decay) */
+    float *A, *P, *Tinv;       /* C x C: the correction's strictly lower A, the outputs' P, (I + A)^-1 */
+    float *KQd;                /* 2C x K: b exp(Gr) (.) k, then scale exp(G) (.) q */
+    float *R;                  /* 2C x V: Kd S, then Qd S + P V' (the outputs) */
+    float *U, *Vp;             /* C x V: b v - Kd S, then V' = (I + A)^-1 U */
+    float *Kl, *KlT;           /* C x K: exp(G_last - G_j) (.) k_j; its transpose, K x C */
+    float *KQK;                /* 2C x C: [K; Q] K^T */
+    uint16_t *a16, *k16, *s16, *b16; /* bf16 operands: a left operand; K^T, S and a right operand packed */
+} lacs_cpu_recurrent_workspace;
+
+int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V);
+void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w);
+
+/* The kernels of one instruction set. */
+typedef struct {
+    const char *isa;
+    /* The chunk of n tokens t0 .. t0 + n - 1 (flattened axis) of value head
+     * hv, from the state w->S, which it updates; writes the chunk's outputs.
+     * `next`: the tokens of the sequence's next chunk (0 for its last), whose
+     * rows it may fetch ahead. */
+    void (*chunk)(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
+                  int64_t hv, int64_t next);
+    /* The recurrent step for a sequence of one token t (value head hv,
+     * sequence seq): reads the state from h0 (zeros without it), writes the
+     * output and, when asked for, ht. */
+    void (*token)(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t, int64_t hv,
+                  int64_t seq);
+} lacs_cpu_recurrent_kernels;
+
+extern const lacs_cpu_recurrent_kernels lacs_cpu_recurrent_kernels_scalar;
+extern const lacs_cpu_recurrent_kernels lacs_cpu_recurrent_kernels_avx2;
+extern const lacs_cpu_recurrent_kernels lacs_cpu_recurrent_kernels_avx512;
+
+#endif

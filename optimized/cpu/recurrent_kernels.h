@@ -1,0 +1,598 @@
+/* builtin:cpu, the recurrent family's kernels (README.md section 2): the
+ * chunk algorithm and the recurrent step, written once over a primitive
+ * layer (simd_avx512.h, simd_avx2.h or simd_scalar.h, which the including
+ * file, recurrent_<isa>.c, includes first, with simd_math.h), building that
+ * instruction set's table RECURRENT_KERNELS (recurrent.h). Compiled for the
+ * set, so that the chunk's element-wise work (loads, gates, scalings,
+ * rounding, packing) runs on its vectors; the products are the set's GEMM
+ * (gemm_frame.h, through the call's table).
+ *
+ * The chunk (README.md section 2 writes it out; H7 per chunk, H9 within it):
+ * n tokens entering with the state S [K x V], G_i the binary32 sum of the log
+ * decays of tokens 0..i of the chunk, b_i the step:
+ *   A   = b_i exp(Gr_i - G_j) k_i . k_j   (j < i)       one product K K^T
+ *   P   = scale exp(G_i - G_j) q_i . k_j   (j <= i)     one product Q K^T
+ *   [Kd; Qd] = [b_i exp(Gr_i) k_i ; scale exp(G_i) q_i]
+ *   [R; O] = [Kd; Qd] S                                 one product, 2n x V x K
+ *   U   = b (.) v - R,   V' = (I + A)^{-1} U            forward substitution, one product
+ *   O  += P V'                                          the outputs
+ *   S   = exp(G_last) S + Kl^T V',  Kl_j = exp(G_last - G_j) k_j
+ * Gr = G (H6, H8 first form), Gr_i = G_{i-1} for Comba (H8 second form); the
+ * linear family has no correction (V' = v, no A). With per-channel decay the
+ * two n x n matrices are built term by term (an exp per term). Every exponent
+ * is G_i - G_j (i >= j), G_i or G_last - G_j: <= 0 for decays g <= 0, so
+ * nothing overflows however strong the decay.
+ *
+ * bf16 tier with AVX512-BF16 (bf16_products): the same products with their
+ * operands rounded to bf16 where they are handed over (k, q, [Kd; Qd], S once
+ * per chunk, (I + A)^{-1}, U, P, V', Kl: the intermediates fla stores in
+ * bf16), fp32 accumulation, S itself fp32 from chunk to chunk (SPEC.md
+ * 11.1). Without bf16 products (AVX2, scalar) the bf16 tier's inputs are
+ * widened exactly and the fp32 algorithm runs: more accurate than the tier
+ * asks, and as fast as fp32.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "recurrent.h"
+
+/* ---- rows ---- */
+
+/* Elements offset .. offset + n - 1 of an F32 or BF16 tensor as fp32 (exact). */
+static void load_row(const lacs_tensor *t, int64_t offset, int64_t n, float *out)
+{
+    const int bf16 = t->dtype == LACS_BF16;
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(out + i, v_load_any(t->data, bf16, offset + i, n - i), n - i);
+}
+
+/* A hint to fetch elements offset .. offset + n - 1 of a tensor into the caches. */
+static inline __attribute__((always_inline)) void prefetch_row(const lacs_tensor *t, int64_t offset, int64_t n)
+{
+    const size_t size = t->dtype == LACS_BF16 ? 2 : 4;
+    const char *first = (const char *)t->data + (size_t)offset * size;
+    for (size_t byte = 0; byte < (size_t)n * size; byte += 64)
+        simd_prefetch(first + byte);
+}
+
+/* y[0 .. n-1] = a x (vectors). */
+static inline void scale_row(int64_t n, float a, const float *x, float *y)
+{
+    const vfloat av = v_set1(a);
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(y + i, v_mul(av, v_load_first(x + i, n - i)), n - i);
+}
+
+/* y = a (.) x elementwise over n. */
+static inline void multiply_rows(int64_t n, const float *a, const float *x, float *y)
+{
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(y + i, v_mul(v_load_first(a + i, n - i), v_load_first(x + i, n - i)), n - i);
+}
+
+/* y = exp(e) (.) x, or exp(e_scalar) x: exp of a row of exponents. */
+static inline void exp_row(int64_t n, const float *e, float *out)
+{
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(out + i, v_exp(v_load_first(e + i, n - i)), n - i);
+}
+
+static inline float exp_one(float x)
+{
+    float out;
+    exp_row(1, &x, &out);
+    return out;
+}
+
+/* ---- the op's inputs ---- */
+
+/* The log decay of token t (flattened), value head hv, key channel c. */
+static inline float gate_at(const lacs_cpu_recurrent_op *r, int64_t t, int64_t hv, int64_t c)
+{
+    switch (r->gate) {
+    case GATE_CONSTANT:
+        return lacs_cpu_tensor_at(r->g, hv);
+    case GATE_SCALAR:
+        return lacs_cpu_tensor_at(r->g, t * r->HV + hv);
+    case GATE_CHANNEL:
+        return lacs_cpu_tensor_at(r->g, (t * r->HV + hv) * r->K + c);
+    case GATE_NONE:
+        break;
+    }
+    return 0.0f;
+}
+
+/* b_t: beta, or EFLA's c = (1 - exp(-beta |k|^2)) / |k|^2 (E5), beta in the limit |k| -> 0. */
+static float step_size(const lacs_cpu_recurrent_op *r, int64_t t, int64_t hv, const float *k_row)
+{
+    if (r->step == STEP_NONE)
+        return 1.0f;
+    const float beta = lacs_cpu_tensor_at(r->beta, t * r->HV + hv);
+    if (r->step == STEP_BETA)
+        return beta;
+    float knorm2 = 0.0f;
+    for (int64_t c = 0; c < r->K; c++)
+        knorm2 += k_row[c] * k_row[c];
+    if (knorm2 == 0.0f)
+        return beta;
+    return -expm1f(-beta * knorm2) / knorm2; /* expm1: no cancellation when beta |k|^2 is small */
+}
+
+/* The chunk's rows, gates and step sizes: tokens t0 .. t0 + n - 1
+ * (flattened), value head hv, q/k head hv / (HV / H). */
+static void load_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
+                       int64_t hv)
+{
+    const int64_t K = r->K, V = r->V, h = hv / (r->HV / r->H);
+    const int64_t Kg = r->gate == GATE_CHANNEL ? K : 1;
+    float *k = w->kq, *q = w->kq + n * K;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t t = t0 + i;
+        load_row(r->q, (t * r->H + h) * K, K, q + i * K);
+        load_row(r->k, (t * r->H + h) * K, K, k + i * K);
+        load_row(r->v, (t * r->HV + hv) * V, V, w->v + i * V);
+        w->b[i] = step_size(r, t, hv, k + i * K);
+        /* G: inclusive fp32 sums from the chunk's start; Gr: the rows' (exclusive for Comba) */
+        for (int64_t c = 0; c < Kg; c++) {
+            const float before = i > 0 ? w->G[(i - 1) * Kg + c] : 0.0f;
+            w->G[i * Kg + c] = before + gate_at(r, t, hv, c);
+            w->Gr[i * Kg + c] = r->comba ? before : w->G[i * Kg + c];
+        }
+    }
+}
+
+/* ---- bf16 operands (AVX512-BF16) ---- */
+
+#ifdef SIMD_BF16_PRODUCTS
+
+/* x [m x k] (leading dimension ldx) rounded to bf16 into out [m x k]. */
+static void round_rows(int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t p = 0; p < k; p += SIMD_LANES)
+            v_store_bf16_first(out + i * k + p, v_load_first(x + i * ldx + p, k - p), k - p);
+}
+
+/* B [k x n] (leading dimension ldb) rounded and packed for bgemm (the
+ * layout of lacs_cpu_pack_bf16): pairs of consecutive rows interleaved. */
+static void round_pack(int64_t k, int64_t n, const float *B, int64_t ldb, uint16_t *Bp)
+{
+    for (int64_t p = 0; p < k; p += 2) {
+        const float *even = B + p * ldb, *odd = p + 1 < k ? B + (p + 1) * ldb : NULL;
+        uint16_t *out = Bp + (p / 2) * 2 * n;
+        for (int64_t j = 0; j < n; j += SIMD_LANES) {
+            const vfloat e = v_load_first(even + j, n - j), o = odd ? v_load_first(odd + j, n - j) : v_zero();
+            v_store_bf16_pairs(out + 2 * j, e, o, n - j);
+        }
+    }
+}
+
+/* k's rows [n x K] (rounded: k16) packed as B = k^T [K x n] for bgemm: the
+ * pair (k[j][2q], k[j][2q + 1]) is adjacent in k16, a 32-bit move. */
+static void pack_transposed(int64_t n, int64_t K, const uint16_t *k16, uint16_t *Bp)
+{
+    for (int64_t q = 0; 2 * q < K; q++)
+        for (int64_t j = 0; j < n; j++) {
+            Bp[q * 2 * n + 2 * j] = k16[j * K + 2 * q];
+            Bp[q * 2 * n + 2 * j + 1] = 2 * q + 1 < K ? k16[j * K + 2 * q + 1] : 0;
+        }
+}
+
+/* C (+)= A B with both rounded to bf16 here (B already packed when Bp is
+ * given), fp32 accumulation. */
+static void bf16_product(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t m, int64_t n,
+                         int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb, const uint16_t *Bp,
+                         float *C, int64_t ldc, float beta, unsigned flags)
+{
+    if (!Bp) {
+        round_pack(k, n, B, ldb, w->b16);
+        Bp = w->b16;
+    }
+    round_rows(m, k, A, lda, w->a16);
+    r->call->gemm->bgemm_general(m, n, k, w->a16, k, Bp, C, ldc, beta, flags);
+}
+
+#endif
+
+/* ---- the chunk ---- */
+
+/* T = (I + A)^{-1} for A strictly lower triangular (n x n), by forward
+ * substitution row by row: T_i = e_i - sum_{j<i} A_ij T_j. T is unit lower
+ * triangular; its row i has non-zeros in columns 0..i only, and zeros are
+ * stored above the diagonal (the products read it as lower triangular, and
+ * the rows can be combined whole here). Each vector of T_i is summed in a
+ * register over j (no store and reload per term). */
+static void unit_lower_inverse(int64_t n, const float *A, float *T)
+{
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t c = 0; c < n; c += SIMD_LANES) {
+            vfloat acc = v_zero();
+            for (int64_t j = c; j < i; j++) /* T_j is zero from column j + 1 on */
+                acc = v_fnma(v_set1(A[i * n + j]), v_load_first(T + j * n + c, n - c), acc);
+            v_store_first(T + i * n + c, acc, n - c);
+        }
+        T[i * n + i] = 1.0f;
+    }
+}
+
+/* kT [K x n] = k^T for k [n x K]: a column of k per vector (a strided load). */
+static void transpose_rows(int64_t n, int64_t K, const float *k, float *kT)
+{
+    for (int64_t c = 0; c < K; c++)
+        for (int64_t j = 0; j < n; j += SIMD_LANES)
+            v_store_first(kT + c * n + j, v_load_strided(k + j * K + c, K, n - j), n - j);
+}
+
+/* D_ij = exp(G_i - G_j) for j <= i, 0 above (scalar decay): the decay between
+ * two tokens of the chunk, one exp per pair. */
+static void decay_matrix(int64_t n, const float *G, float *D)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float *row = D + i * n;
+        const vfloat gi = v_set1(G[i]);
+        for (int64_t j = 0; j <= i; j += SIMD_LANES)
+            v_store_first(row + j, v_exp(v_sub(gi, v_load_first(G + j, i + 1 - j))), i + 1 - j);
+        memset(row + i + 1, 0, (size_t)(n - i - 1) * sizeof *row);
+    }
+}
+
+/* With per-channel decay: M_ij = factor_i sum_c x_ic k_jc exp(Ge_ic - G_jc)
+ * for j < i (strict) or j <= i, 0 elsewhere; an exp per term, vectors along c. */
+static void channel_matrix(int64_t n, int64_t K, const float *x, const float *k, const float *Ge, const float *G,
+                           const float *factor, float scale, int strict, float *M)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            if (j > i || (strict && j == i)) {
+                M[i * n + j] = 0.0f;
+                continue;
+            }
+            vfloat sum = v_zero();
+            for (int64_t c = 0; c < K; c += SIMD_LANES) {
+                const vfloat e = v_exp(v_sub(v_load_first(Ge + i * K + c, K - c), v_load_first(G + j * K + c, K - c)));
+                const vfloat xk = v_mul(v_load_first(x + i * K + c, K - c), v_load_first(k + j * K + c, K - c));
+                sum = v_fma(xk, v_zero_unless(vm_first(K - c), e), sum);
+            }
+            M[i * n + j] = (factor ? factor[i] : 1.0f) * scale * v_reduce_add(sum);
+        }
+}
+
+/* The chunk's outputs (rows of O, [n x V]) into o, each row RMS-normalised for
+ * linear_attn_postnorm (H3: o / sqrt(mean(o^2) + eps); a zero row with
+ * eps = 0 stays 0). */
+static void store_outputs(const lacs_cpu_recurrent_op *r, const float *O, int64_t t0, int64_t n, int64_t hv)
+{
+    float *o = r->o->data;
+    const int64_t V = r->V;
+    for (int64_t i = 0; i < n; i++) {
+        float *row = o + ((t0 + i) * r->HV + hv) * V;
+        memcpy(row, O + i * V, (size_t)V * sizeof *row);
+        if (r->postnorm) {
+            double sum = 0.0;
+            for (int64_t j = 0; j < V; j++)
+                sum += (double)row[j] * row[j];
+            const double denominator = sqrt(sum / (double)V + r->eps);
+            if (denominator != 0.0)
+                for (int64_t j = 0; j < V; j++)
+                    row[j] = (float)(row[j] / denominator);
+        }
+    }
+}
+
+static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
+                            int64_t hv, int64_t next)
+{
+    const int64_t K = r->K, V = r->V;
+    const int channel = r->gate == GATE_CHANNEL, decays = r->gate != GATE_NONE, correct = r->step != STEP_NONE;
+    const int64_t Kg = channel ? K : 1;
+    const float scale = (float)r->scale;
+    const lacs_cpu_gemm *gemm = r->call->gemm;
+    load_chunk(r, w, t0, n, hv);
+    const float *G = w->G, *Gr = w->Gr, *Glast = w->G + (n - 1) * Kg;
+    const float *k = w->kq, *q = w->kq + n * K;
+    float *Kd = w->KQd, *Qd = w->KQd + n * K, *KS = w->R, *O = w->R + n * V;
+    float *KK = w->KQK, *QK = w->KQK + n * n;
+#ifdef SIMD_BF16_PRODUCTS
+    const int bf16 = r->bf16_products;
+    if (bf16) { /* k^T and S are right operands twice each: rounded and packed once */
+        round_rows(n, K, k, K, w->a16);
+        pack_transposed(n, K, w->a16, w->k16);
+        round_pack(K, V, w->S, V, w->s16);
+    }
+#endif
+
+    /* the n x n matrices: [K; Q] K^T in one product (lower triangles wanted), then A and P */
+    if (!channel) {
+        if (decays)
+            decay_matrix(n, G, w->D);
+        const int64_t first = correct ? 0 : n; /* the linear family needs Q K^T only */
+#ifdef SIMD_BF16_PRODUCTS
+        if (bf16)
+            bf16_product(r, w, 2 * n - first, n, K, w->kq + first * K, K, NULL, 0, w->k16, w->KQK + first * n, n,
+                         0.0f, LACS_GEMM_C_LOWER);
+        else
+#endif
+        {
+            transpose_rows(n, K, k, w->KlT); /* k^T, [K x n]: this product's B, then Kl^T's rows */
+            gemm->sgemm_general(2 * n - first, n, K, w->kq + first * K, K, w->KlT, n, w->KQK + first * n, n, 0.0f,
+                                LACS_GEMM_C_LOWER);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            /* A_ij = b_i exp(Gr_i - G_j) k_i.k_j (j < i): D's row i, or row i - 1 for Comba */
+            if (correct) {
+                float *a = w->A + i * n;
+                if (decays && i > 0)
+                    multiply_rows(i, w->D + (r->comba ? i - 1 : i) * n, KK + i * n, a);
+                else
+                    memcpy(a, KK + i * n, (size_t)i * sizeof *a);
+                scale_row(i, w->b[i], a, a);
+                memset(a + i, 0, (size_t)(n - i) * sizeof *a);
+            }
+            /* P_ij = scale exp(G_i - G_j) q_i.k_j (j <= i) */
+            float *p = w->P + i * n;
+            if (decays)
+                multiply_rows(i + 1, w->D + i * n, QK + i * n, p);
+            else
+                memcpy(p, QK + i * n, (size_t)(i + 1) * sizeof *p);
+            scale_row(i + 1, scale, p, p);
+            memset(p + i + 1, 0, (size_t)(n - i - 1) * sizeof *p);
+        }
+    } else {
+        if (correct)
+            channel_matrix(n, K, k, k, Gr, G, w->b, 1.0f, 1, w->A);
+        channel_matrix(n, K, q, k, G, G, NULL, scale, 0, w->P);
+    }
+
+    /* [Kd; Qd]: b_i exp(Gr_i) (.) k_i and scale exp(G_i) (.) q_i (exp per channel, or one per row) */
+    for (int64_t i = 0; i < n; i++) {
+        /* the next chunk's row i, fetched while this one is computed (a row at a time, among other work): a
+         * head's rows are H K or HV V elements apart, a stride the hardware prefetchers do not follow */
+        if (i < next) {
+            const int64_t t = t0 + n + i, h = hv / (r->HV / r->H);
+            prefetch_row(r->q, (t * r->H + h) * K, K);
+            prefetch_row(r->k, (t * r->H + h) * K, K);
+            prefetch_row(r->v, (t * r->HV + hv) * V, V);
+        }
+        if (channel) {
+            exp_row(K, Gr + i * K, Kd + i * K);
+            multiply_rows(K, Kd + i * K, k + i * K, Kd + i * K);
+            scale_row(K, w->b[i], Kd + i * K, Kd + i * K);
+            exp_row(K, G + i * K, Qd + i * K);
+            multiply_rows(K, Qd + i * K, q + i * K, Qd + i * K);
+            scale_row(K, scale, Qd + i * K, Qd + i * K);
+        } else {
+            const float row_decay = decays ? exp_one(Gr[i]) : 1.0f, q_decay = decays ? exp_one(G[i]) : 1.0f;
+            scale_row(K, w->b[i] * row_decay, k + i * K, Kd + i * K);
+            scale_row(K, scale * q_decay, q + i * K, Qd + i * K);
+        }
+    }
+    /* [R; O] = [Kd; Qd] S (Qd S alone for the linear family) */
+    const int64_t first = correct ? 0 : n;
+#ifdef SIMD_BF16_PRODUCTS
+    if (bf16)
+        bf16_product(r, w, 2 * n - first, V, K, w->KQd + first * K, K, NULL, 0, w->s16, w->R + first * V, V, 0.0f, 0);
+    else
+#endif
+        gemm->sgemm_general(2 * n - first, V, K, w->KQd + first * K, K, w->S, V, w->R + first * V, V, 0.0f, 0);
+
+    /* V' = (I + A)^{-1} (b (.) v - Kd S); v itself for the linear family */
+    const float *vnew = w->v;
+    if (correct) {
+        unit_lower_inverse(n, w->A, w->Tinv);
+        for (int64_t i = 0; i < n; i++) {
+            const vfloat bi = v_set1(w->b[i]);
+            for (int64_t c = 0; c < V; c += SIMD_LANES)
+                v_store_first(w->U + i * V + c,
+                              v_fms(bi, v_load_first(w->v + i * V + c, V - c), v_load_first(KS + i * V + c, V - c)),
+                              V - c);
+        }
+#ifdef SIMD_BF16_PRODUCTS
+        if (bf16)
+            bf16_product(r, w, n, V, n, w->Tinv, n, w->U, V, NULL, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER);
+        else
+#endif
+            gemm->sgemm_general(n, V, n, w->Tinv, n, w->U, V, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER);
+        vnew = w->Vp;
+    }
+
+    /* O += P V'; V' packed once for this product and the state's */
+#ifdef SIMD_BF16_PRODUCTS
+    if (bf16) {
+        round_pack(n, V, vnew, V, w->b16);
+        round_rows(n, n, w->P, n, w->a16);
+        gemm->bgemm_general(n, V, n, w->a16, n, w->b16, O, V, 1.0f, LACS_GEMM_A_LOWER);
+    } else
+#endif
+        gemm->sgemm_general(n, V, n, w->P, n, vnew, V, O, V, 1.0f, LACS_GEMM_A_LOWER);
+    store_outputs(r, O, t0, n, hv);
+
+    /* S = exp(G_last) (.) S + Kl^T V', Kl_j = exp(G_last - G_j) (.) k_j: Kl^T [K x n] formed from k^T */
+    float state_decay = 1.0f;
+    float *d = w->b; /* free by now: exp(G_last - G_j), scalar decay */
+    if (!channel) {
+        for (int64_t j = 0; j < n; j++)
+            d[j] = decays ? Glast[0] - G[j] : 0.0f;
+        exp_row(n, d, d);
+        if (decays)
+            state_decay = exp_one(Glast[0]);
+    }
+#ifdef SIMD_BF16_PRODUCTS
+    if (!bf16 && !channel) {
+#else
+    if (!channel) {
+#endif
+        for (int64_t c = 0; c < K; c++)
+            multiply_rows(n, d, w->KlT + c * n, w->KlT + c * n);
+    } else {
+        for (int64_t j = 0; j < n; j++) {
+            float *kl = w->Kl + j * K;
+            if (channel) {
+                for (int64_t c = 0; c < K; c += SIMD_LANES)
+                    v_store_first(kl + c,
+                                  v_exp(v_sub(v_load_first(Glast + c, K - c), v_load_first(G + j * K + c, K - c))),
+                                  K - c);
+                multiply_rows(K, kl, k + j * K, kl);
+            } else
+                scale_row(K, d[j], k + j * K, kl);
+        }
+        transpose_rows(n, K, w->Kl, w->KlT);
+    }
+    if (channel) {
+        float *row_decay = w->D; /* free by now: exp(G_last) per channel */
+        exp_row(K, Glast, row_decay);
+        for (int64_t c = 0; c < K; c++)
+            scale_row(V, row_decay[c], w->S + c * V, w->S + c * V);
+    }
+#ifdef SIMD_BF16_PRODUCTS
+    if (bf16) { /* Kl^T rounded; V' packed above */
+        round_rows(K, n, w->KlT, n, w->a16);
+        gemm->bgemm_general(K, V, n, w->a16, n, w->b16, w->S, V, state_decay, 0);
+        return;
+    }
+#endif
+    gemm->sgemm_general(K, V, n, w->KlT, n, vnew, V, w->S, V, state_decay, 0);
+}
+
+/* ---- the recurrent step (decoding) ---- */
+
+/* What one decode step's columns read: the step's vectors and the state. */
+typedef struct {
+    const lacs_cpu_recurrent_op *r;
+    const float *qe, *ke, *k, *e, *v;
+    float b, kq, scale;
+    const void *h0; /* NULL: zeros */
+    int h0_bf16;
+    int64_t base, K, V;
+    float *ht, *out; /* ht: NULL when not asked for */
+} token_columns;
+
+/* Columns j0 .. j0 + width - 1 (width <= 2 SIMD_LANES; `two`: more than one
+ * vector, a constant where this is inlined) of the step: the first sweep
+ * down the rows forms (e (.) q)^T S and S^T k in registers; u and o for these
+ * columns; the second sweep writes ht's columns, the block (K rows of at
+ * most 2 vectors: 16 KiB at K = 128) read again from L1. stream: ht's vectors
+ * here are aligned, written with non-temporal stores. */
+static inline __attribute__((always_inline)) void token_block(const token_columns *p, int64_t j0, int64_t width,
+                                                              int two, int stream)
+{
+    const int64_t K = p->K, V = p->V, count0 = width < SIMD_LANES ? width : SIMD_LANES, count1 = width - SIMD_LANES;
+    vfloat sq0 = v_zero(), sk0 = v_zero(), sq1 = v_zero(), sk1 = v_zero();
+    for (int64_t c = 0; p->h0 && c < K; c++) {
+        const vfloat qc = v_set1(p->qe[c]), kc = v_set1(p->ke[c]);
+        const vfloat s0 = v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0, count0);
+        sq0 = v_fma(qc, s0, sq0);
+        sk0 = v_fma(kc, s0, sk0);
+        if (two) {
+            const vfloat s1 = v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + SIMD_LANES, count1);
+            sq1 = v_fma(qc, s1, sq1);
+            sk1 = v_fma(kc, s1, sk1);
+        }
+    }
+    /* u = b (v - S^T k), or v; o = scale (sq + u kq) */
+    const int correct = p->r->step != STEP_NONE;
+    const vfloat b = v_set1(p->b), kq = v_set1(p->kq), scale = v_set1(p->scale);
+    const vfloat v0 = v_load_first(p->v + j0, count0);
+    const vfloat u0 = correct ? v_mul(b, v_sub(v0, sk0)) : v0;
+    v_store_first(p->out + j0, v_mul(scale, v_fma(u0, kq, sq0)), count0);
+    vfloat u1 = v_zero();
+    if (two) {
+        const vfloat v1 = v_load_first(p->v + j0 + SIMD_LANES, count1);
+        u1 = correct ? v_mul(b, v_sub(v1, sk1)) : v1;
+        v_store_first(p->out + j0 + SIMD_LANES, v_mul(scale, v_fma(u1, kq, sq1)), count1);
+    }
+    if (!p->ht)
+        return;
+    /* ht = e (.) S + k u^T */
+    for (int64_t c = 0; c < K; c++) {
+        const vfloat ec = v_set1(p->e[c]), kc = v_set1(p->k[c]);
+        float *row = p->ht + c * V + j0;
+        const vfloat s0 = p->h0 ? v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0, count0) : v_zero();
+        const vfloat h0v = v_fma(ec, s0, v_mul(kc, u0));
+        if (stream && count0 == SIMD_LANES)
+            v_stream(row, h0v);
+        else
+            v_store_first(row, h0v, count0);
+        if (two) {
+            const vfloat s1 =
+                p->h0 ? v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + SIMD_LANES, count1) : v_zero();
+            const vfloat h1v = v_fma(ec, s1, v_mul(kc, u1));
+            if (stream && count1 == SIMD_LANES)
+                v_stream(row + SIMD_LANES, h1v);
+            else
+                v_store_first(row + SIMD_LANES, h1v, count1);
+        }
+    }
+}
+
+/* One token t from h0 (zeros without it), as the recurrence (H2-H8, E5), in
+ * one pass over the state, by blocks of columns (a column's update needs
+ * only that column: u_j = b (v_j - (S^T k)_j)): for each block, a sweep down
+ * the rows forms e (.) S^T q and the correction's S^T k (with the decay, or
+ * without it for Comba) in registers; then u = b (v - S^T k) (v for the
+ * linear family) and o = scale (S'^T q) = scale ((e (.) q)^T S + u (k . q));
+ * a second sweep, over the block now in L1, writes ht = e (.) S + k u^T when
+ * asked for. The state is read once and written once, the least a step can.
+ * e_c = exp(g) (per channel for gk, 1 without decay). Each column's sums
+ * run down the rows in order, whatever the blocks. */
+static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t, int64_t hv,
+                            int64_t seq)
+{
+    const int64_t K = r->K, V = r->V, h = hv / (r->HV / r->H), KV = K * V;
+    float *k = w->kq, *q = w->kq + K, *v = w->v, *e = w->G, *qe = w->KQd, *ke = w->KQd + K;
+    load_row(r->q, (t * r->H + h) * K, K, q);
+    load_row(r->k, (t * r->H + h) * K, K, k);
+    load_row(r->v, (t * r->HV + hv) * V, V, v);
+    const float b = step_size(r, t, hv, k);
+    if (r->gate == GATE_CHANNEL) {
+        for (int64_t c = 0; c < K; c++)
+            e[c] = gate_at(r, t, hv, c);
+        exp_row(K, e, e);
+    } else {
+        const float decay = exp_one(gate_at(r, t, hv, 0));
+        for (int64_t c = 0; c < K; c++)
+            e[c] = decay;
+    }
+    multiply_rows(K, e, q, qe);
+    if (r->comba)
+        memcpy(ke, k, (size_t)K * sizeof *ke);
+    else
+        multiply_rows(K, e, k, ke);
+    float kq = 0.0f;
+    for (int64_t c = 0; c < K; c++)
+        kq += k[c] * q[c];
+
+    const lacs_tensor *h0 = r->h0;
+    const int64_t base = (seq * r->HV + hv) * KV;
+    float *out = w->R;
+    token_columns p = {r,     qe,         ke,   k, e, v, b, kq, (float)r->scale, h0 ? h0->data : NULL,
+                       h0 && h0->dtype == LACS_BF16, base, K, V, r->ht ? (float *)r->ht->data + base : NULL, out};
+    /* a state larger than the caches: ht written with non-temporal stores (no read of each line before it is
+     * written), the blocks then starting at ht's first vector boundary (a row's head before it), the same
+     * in every row when a row is whole vectors long (else ordinary stores) */
+    const int stream = p.ht && V % SIMD_LANES == 0 &&
+                       (double)lacs_tensor_count(r->ht) * sizeof(float) >= LACS_CPU_STREAM_BYTES;
+    int64_t j0 = 0;
+    if (stream) {
+        const int64_t past = (int64_t)(((uintptr_t)p.ht % (SIMD_LANES * sizeof(float))) / sizeof(float));
+        const int64_t head = past ? (SIMD_LANES - past < V ? SIMD_LANES - past : V) : 0;
+        if (head > 0)
+            token_block(&p, 0, head, 0, 0);
+        j0 = head;
+    }
+    for (; j0 < V; j0 += 2 * SIMD_LANES) {
+        const int64_t width = V - j0 < 2 * SIMD_LANES ? V - j0 : 2 * SIMD_LANES;
+        if (width > SIMD_LANES)
+            token_block(&p, j0, width, 1, stream);
+        else
+            token_block(&p, j0, width, 0, stream);
+    }
+    if (stream)
+        simd_store_fence();
+    store_outputs(r, out, t, 1, hv);
+}
+
+const lacs_cpu_recurrent_kernels RECURRENT_KERNELS = {
+    .isa = SIMD_ISA,
+    .chunk = recurrent_chunk,
+    .token = recurrent_token,
+};

@@ -1,0 +1,247 @@
+/* builtin:cpu: the vector primitives of AVX-512 (F, BW, VL, DQ) with FMA,
+ * 16 fp32 lanes. One of the two primitive layers (simd_avx2.h is the other)
+ * under which builtin:cpu's vector algorithms are written once: a file
+ * named *_avx512.c includes this header, then the algorithm (norms_vector.h,
+ * simd_math.h, ...), and is compiled for AVX-512 (Makefile); dispatch.c
+ * calls it only where it chose LACS_ISA_AVX512.
+ *
+ * What every primitive layer defines (the same names, the same semantics):
+ *   SIMD_ISA, SIMD_LANES          "avx512", 16
+ *   vfloat                        SIMD_LANES fp32 lanes
+ *   vdouble                       SIMD_LANES / 2 doubles: the low or the high half of a vfloat, widened
+ *   vmask                         a set of lanes
+ *   vm_first(count)               lanes 0 .. count - 1 (all for count >= SIMD_LANES, none for <= 0)
+ *   vm_all(m), vm_and(a, b), vm_or(a, b)   every lane set; intersection; union
+ *   v_load(p), v_store(p, v)      SIMD_LANES floats, unaligned
+ *   v_load_first(p, count)        lanes past count read as +0 and touch no memory
+ *   v_store_first(p, v, count)    lanes past count not written
+ *   v_stream(p, v)                a non-temporal store (p aligned to SIMD_LANES floats)
+ *   v_load_bf16(p), v_load_bf16_first(p, count)   bf16 widened exactly (a bf16 is the upper half of a binary32)
+ *   v_load_any(p, bf16, i, count) element i on of an fp32 or bf16 array, count lanes present
+ *   v_load_strided(p, stride, count)   p[0], p[stride], ... (a column), lanes past count +0
+ *   v_lane_index()                0, 1, .., SIMD_LANES - 1
+ *   v_set1, v_zero, v_add, v_sub, v_mul, v_div, v_sqrt, v_abs
+ *   v_fma(a, b, c) = a b + c, v_fnma(a, b, c) = c - a b, v_fms(a, b, c) = a b - c (one rounding each)
+ *   v_min(a, b), v_max(a, b)      b when either is NaN (the x86 rule): put the constant first to keep a NaN
+ *   v_round(v)                    to the nearest integer, ties to even
+ *   v_copysign(magnitude, sign)
+ *   vm_lt, vm_le, vm_gt, vm_ge    ordered comparisons (false for NaN); vm_ne: unordered (true for NaN)
+ *   v_select(m, a, b)             b in the lanes of m, a elsewhere
+ *   v_zero_unless(m, v)           v in the lanes of m, +0 elsewhere
+ *   v_scale_pow2(p, n)            p 2^n rounded once (into the subnormals, or to 0, where the result is
+ *                                 below fp32's normal range), n integral and <= 254
+ *   v_pow2(n)                     2^n exactly, n integral in [-126, 127]
+ *   v_reciprocal(d)               1 / d to a relative error below 2^-14
+ *   v_reciprocal_fine(d)          1 / d to a relative error below 2^-27
+ *   v_reduce_add(v), v_reduce_max(v)
+ *   vd_half(v, high)              the low (high = 0) or high half of v as doubles (exact)
+ *   v_from_halves(lo, hi)         two vdouble rounded to one vfloat
+ *   vd_set1, vd_zero, vd_add, vd_sub, vd_mul, vd_div, vd_sqrt, vd_abs, vd_fma, vd_fnma
+ *   vd_select(m, a, b)            per double lane; vdmask from vd_ge(a, b)
+ *   vd_or_sign(magnitude, sign)   |magnitude| with sign's sign bit or'ed in
+ *   vd_scale_pow2(v, n, high)     v 2^n, n the integral fp32 lanes of half `high` of n (|n| <= 2044)
+ *   vd_add_where(acc, m, high, v) acc + v in the lanes of half `high` of m, acc elsewhere
+ *   vd_load_where(p, m, high), vd_store_where(p, v, m, high)   doubles in the lanes of that half of m
+ *   vd_reduce_add(v)
+ *   simd_prefetch(p)              a hint, never a fault
+ *   simd_store_fence()            orders the non-temporal stores before what follows
+ * and, where the set multiplies bf16 (SIMD_BF16_PRODUCTS, this one only):
+ *   v_store_bf16_first(p, v, count)        v rounded to bf16 (nearest even), the first count lanes
+ *   v_store_bf16_pairs(p, even, odd, count) the pairs (bf16(even[j]), bf16(odd[j])) of lanes j < count,
+ *                                          interleaved: the packed layout of bgemm (lacs_cpu_pack_bf16)
+ * (vcvtneps2bf16, like vdpbf16ps, reads fp32 subnormals as zero: an absolute
+ * error below 2^-126 per operand, far below the bf16 tier's rounding of
+ * anything that is not itself negligible).
+ */
+#ifndef LACS_CPU_SIMD_AVX512_H
+#define LACS_CPU_SIMD_AVX512_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#define SIMD_ISA "avx512"
+#define SIMD_LANES 16
+
+typedef __m512 vfloat;
+typedef __m512d vdouble;
+typedef __mmask16 vmask;
+typedef __mmask8 vdmask;
+
+/* ---- masks ---- */
+
+static inline vmask vm_first(int64_t count)
+{
+    return count >= 16 ? (vmask)0xffff : count <= 0 ? (vmask)0 : (vmask)((1u << count) - 1u);
+}
+static inline int vm_all(vmask m) { return m == (vmask)0xffff; }
+static inline vmask vm_and(vmask a, vmask b) { return (vmask)(a & b); }
+static inline vmask vm_or(vmask a, vmask b) { return (vmask)(a | b); }
+
+/* ---- memory ---- */
+
+static inline vfloat v_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void v_store(float *p, vfloat v) { _mm512_storeu_ps(p, v); }
+static inline vfloat v_load_first(const float *p, int64_t count)
+{
+    return count >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(vm_first(count), p);
+}
+static inline void v_store_first(float *p, vfloat v, int64_t count)
+{
+    if (count >= 16)
+        _mm512_storeu_ps(p, v);
+    else
+        _mm512_mask_storeu_ps(p, vm_first(count), v);
+}
+static inline void v_stream(float *p, vfloat v) { _mm512_stream_ps(p, v); }
+static inline vfloat v_load_strided(const float *p, int64_t stride, int64_t count)
+{
+    const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32((int)stride));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), vm_first(count), index, p, 4);
+}
+static inline vfloat v_widen_bf16(__m256i half)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+}
+static inline vfloat v_load_bf16(const uint16_t *p) { return v_widen_bf16(_mm256_loadu_si256((const __m256i *)p)); }
+static inline vfloat v_load_bf16_first(const uint16_t *p, int64_t count)
+{
+    return v_widen_bf16(_mm256_maskz_loadu_epi16(vm_first(count), p));
+}
+static inline vfloat v_load_any(const void *p, int bf16, int64_t i, int64_t count)
+{
+    if (bf16)
+        return count >= 16 ? v_load_bf16((const uint16_t *)p + i) : v_load_bf16_first((const uint16_t *)p + i, count);
+    return v_load_first((const float *)p + i, count);
+}
+
+/* ---- arithmetic ---- */
+
+static inline vfloat v_lane_index(void)
+{
+    return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+static inline vfloat v_set1(float x) { return _mm512_set1_ps(x); }
+static inline vfloat v_zero(void) { return _mm512_setzero_ps(); }
+static inline vfloat v_add(vfloat a, vfloat b) { return _mm512_add_ps(a, b); }
+static inline vfloat v_sub(vfloat a, vfloat b) { return _mm512_sub_ps(a, b); }
+static inline vfloat v_mul(vfloat a, vfloat b) { return _mm512_mul_ps(a, b); }
+static inline vfloat v_div(vfloat a, vfloat b) { return _mm512_div_ps(a, b); }
+static inline vfloat v_sqrt(vfloat a) { return _mm512_sqrt_ps(a); }
+static inline vfloat v_abs(vfloat a) { return _mm512_abs_ps(a); }
+static inline vfloat v_fma(vfloat a, vfloat b, vfloat c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vfloat v_fnma(vfloat a, vfloat b, vfloat c) { return _mm512_fnmadd_ps(a, b, c); }
+static inline vfloat v_fms(vfloat a, vfloat b, vfloat c) { return _mm512_fmsub_ps(a, b, c); }
+static inline vfloat v_min(vfloat a, vfloat b) { return _mm512_min_ps(a, b); }
+static inline vfloat v_max(vfloat a, vfloat b) { return _mm512_max_ps(a, b); }
+static inline vfloat v_round(vfloat v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vfloat v_copysign(vfloat magnitude, vfloat sign)
+{
+    const __m512i sign_bit = _mm512_set1_epi32((int)0x80000000u);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_andnot_si512(sign_bit, _mm512_castps_si512(magnitude)),
+                                               _mm512_and_si512(sign_bit, _mm512_castps_si512(sign))));
+}
+
+static inline vmask vm_lt(vfloat a, vfloat b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+static inline vmask vm_le(vfloat a, vfloat b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
+static inline vmask vm_gt(vfloat a, vfloat b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+static inline vmask vm_ge(vfloat a, vfloat b) { return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ); }
+static inline vmask vm_ne(vfloat a, vfloat b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }
+static inline vfloat v_select(vmask m, vfloat a, vfloat b) { return _mm512_mask_blend_ps(m, a, b); }
+static inline vfloat v_zero_unless(vmask m, vfloat v) { return _mm512_maskz_mov_ps(m, v); }
+
+/* vscalefps: one rounding, gradual underflow, any n. */
+static inline vfloat v_scale_pow2(vfloat p, vfloat n) { return _mm512_scalef_ps(p, n); }
+static inline vfloat v_pow2(vfloat n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
+/* vrcp14ps: relative error below 2^-14. */
+static inline vfloat v_reciprocal(vfloat d) { return _mm512_rcp14_ps(d); }
+/* vrcp14ps refined by one Newton step */
+static inline vfloat v_reciprocal_fine(vfloat d)
+{
+    const __m512 estimate = _mm512_rcp14_ps(d);
+    return _mm512_fmadd_ps(estimate, _mm512_fnmadd_ps(d, estimate, _mm512_set1_ps(1.0f)), estimate);
+}
+static inline float v_reduce_add(vfloat v) { return _mm512_reduce_add_ps(v); }
+static inline float v_reduce_max(vfloat v) { return _mm512_reduce_max_ps(v); }
+
+/* ---- doubles ---- */
+
+static inline vdouble vd_half(vfloat v, int high)
+{
+    return high ? _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)) : _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+}
+static inline vfloat v_from_halves(vdouble lo, vdouble hi)
+{
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+}
+static inline vdouble vd_set1(double x) { return _mm512_set1_pd(x); }
+static inline vdouble vd_zero(void) { return _mm512_setzero_pd(); }
+static inline vdouble vd_add(vdouble a, vdouble b) { return _mm512_add_pd(a, b); }
+static inline vdouble vd_sub(vdouble a, vdouble b) { return _mm512_sub_pd(a, b); }
+static inline vdouble vd_mul(vdouble a, vdouble b) { return _mm512_mul_pd(a, b); }
+static inline vdouble vd_div(vdouble a, vdouble b) { return _mm512_div_pd(a, b); }
+static inline vdouble vd_sqrt(vdouble a) { return _mm512_sqrt_pd(a); }
+static inline vdouble vd_abs(vdouble a) { return _mm512_abs_pd(a); }
+static inline vdouble vd_fma(vdouble a, vdouble b, vdouble c) { return _mm512_fmadd_pd(a, b, c); }
+static inline vdouble vd_fnma(vdouble a, vdouble b, vdouble c) { return _mm512_fnmadd_pd(a, b, c); }
+static inline vdmask vd_ge(vdouble a, vdouble b) { return _mm512_cmp_pd_mask(a, b, _CMP_GE_OQ); }
+static inline vdouble vd_select(vdmask m, vdouble a, vdouble b) { return _mm512_mask_blend_pd(m, a, b); }
+static inline vdouble vd_or_sign(vdouble magnitude, vdouble sign)
+{
+    return _mm512_castsi512_pd(
+        _mm512_or_si512(_mm512_castpd_si512(magnitude),
+                        _mm512_and_si512(_mm512_castpd_si512(sign), _mm512_set1_epi64((long long)0x8000000000000000ull))));
+}
+static inline vdouble vd_scale_pow2(vdouble v, vfloat n, int high) { return _mm512_scalef_pd(v, vd_half(n, high)); }
+static inline vdmask vd_mask_half(vmask m, int high) { return (vdmask)(high ? m >> 8 : m & 0xff); }
+static inline vdouble vd_add_where(vdouble acc, vmask m, int high, vdouble v)
+{
+    return _mm512_mask_add_pd(acc, vd_mask_half(m, high), acc, v);
+}
+static inline vdouble vd_load_where(const double *p, vmask m, int high)
+{
+    return _mm512_maskz_loadu_pd(vd_mask_half(m, high), p);
+}
+static inline void vd_store_where(double *p, vdouble v, vmask m, int high)
+{
+    _mm512_mask_storeu_pd(p, vd_mask_half(m, high), v);
+}
+static inline double vd_reduce_add(vdouble v) { return _mm512_reduce_add_pd(v); }
+
+/* ---- bf16 ---- */
+
+#define SIMD_BF16_PRODUCTS 1
+
+static inline void v_store_bf16_first(uint16_t *p, vfloat v, int64_t count)
+{
+    const __m256i rounded = (__m256i)_mm512_cvtneps_pbh(v);
+    if (count >= 16)
+        _mm256_storeu_si256((__m256i *)p, rounded);
+    else
+        _mm256_mask_storeu_epi16(p, vm_first(count), rounded);
+}
+
+static inline void v_store_bf16_pairs(uint16_t *p, vfloat even, vfloat odd, int64_t count)
+{
+    /* words 0..15 the even row's, 16..31 the odd row's, then interleaved */
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);
+    const __m512i order = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                                           21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i pairs = _mm512_permutexvar_epi16(order, both);
+    if (count >= 16)
+        _mm512_storeu_si512(p, pairs);
+    else
+        _mm512_mask_storeu_epi32(p, vm_first(count), pairs);
+}
+
+/* always_inline: GCC 12 finds a function whose only statement is a prefetch
+ * free of side effects and deletes its calls before it would inline them. */
+/* Orders the non-temporal stores (v_stream) before what follows. */
+static inline void simd_store_fence(void) { _mm_sfence(); }
+
+static inline __attribute__((always_inline)) void simd_prefetch(const void *p)
+{
+    _mm_prefetch((const char *)p, _MM_HINT_T0);
+}
+
+#endif
