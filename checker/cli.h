@@ -252,6 +252,14 @@ int cli_write_report(const char *path, const char *what, const char *text, size_
 int cli_write_json(const char *path, const cli_run_summary *summary, const cli_result *results, int n);
 int cli_write_junit(const char *path, const cli_run_summary *summary, const cli_result *results, int n);
 
+/* ---- cli_compare.c: outputs computed elsewhere ---- */
+
+/* Widens a candidate file's outputs (each `<name>` or `expected.<name>`, F32, BF16 or F64) to F64 tensors
+ * named like v's goldens (data malloc'd: free each); -1 with r failed (naming the output) if one is
+ * missing or not floating-point. */
+int cli_gather_outputs(const lacs_vector *v, const lacs_safetensors_file *candidate, const char *candidate_path,
+                       lacs_tensor *actual, cli_result *r);
+
 /* ---- cli_check.c: the verdict, as check prints it ---- */
 
 /* Prints the verdict table, the `N passed, M failed, K skipped` line (with the
