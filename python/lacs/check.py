@@ -227,6 +227,16 @@ def _source_tree():
     return root if os.path.isfile(os.path.join(root, "include", "lacs", "types.h")) else None
 
 
+def _installed_from():
+    """The source tree an installed copy was built from (setup.py writes
+    lacs/_installed.py), or None."""
+    try:
+        from ._installed import SOURCE_TREE
+    except ImportError:
+        return None
+    return SOURCE_TREE if SOURCE_TREE and os.path.isdir(SOURCE_TREE) else None
+
+
 def _pkg_config_libdir():
     """pkg-config's libdir for lacs (make install writes lib/pkgconfig/lacs.pc), or None."""
     import shutil
@@ -248,7 +258,9 @@ def find_installation():
       3. an installed prefix (`make install PREFIX=...`): $LACS_PREFIX/lib, the
          libdir pkg-config gives for lacs (PKG_CONFIG_PATH), then the prefix of
          this Python environment (sys.prefix/lib, e.g. PREFIX=$VIRTUAL_ENV);
-      4. the dynamic loader's search path (liblacs.so.1; /usr/local/lib after
+      4. the build tree of the source tree an installed copy was built from
+         (`pip install ./python`: setup.py records it in lacs/_installed.py);
+      5. the dynamic loader's search path (liblacs.so.1; /usr/local/lib after
          `make install`).
     HarnessError naming every place looked at when none has it."""
     looked = []
@@ -285,6 +297,13 @@ def find_installation():
             return Installation(os.path.abspath(path), f"the prefix {os.path.abspath(prefix)}, from {how}", "prefix",
                                 os.path.abspath(prefix))
         looked.append(f"{path} ({how})")
+    built_from = _installed_from()
+    if built_from and built_from != tree:
+        path = os.path.join(built_from, "build", "liblacs.so")
+        if os.path.isfile(path):
+            return Installation(path, f"the build tree of {built_from}, which this package was installed from",
+                                "build tree", built_from)
+        looked.append(path + " (the tree this package was installed from)")
     import ctypes.util
     name = ctypes.util.find_library("lacs")
     if name:
