@@ -50,7 +50,7 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/mesa_net.c reference/norms.c
 ONCE_SRC := reference/error.c reference/validate.c optimized/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
             checker/safetensors.c checker/output.c checker/values.c checker/ops.c checker/check.c checker/cases.c \
-            checker/verdict.c generators/catalog.c \
+            checker/verdict.c checker/report_html.c generators/catalog.c \
             generators/golden.c generators/gauge.c
 # builtin:cpu (optimized/cpu/README.md): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
 # instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.

@@ -63,6 +63,9 @@ def _parser():
     filters(run)
     run.add_argument("--json", metavar="FILE", help="write a JSON report (replacing FILE)")
     run.add_argument("--junit", metavar="FILE", help="write a JUnit XML report (replacing FILE)")
+    run.add_argument("--html", metavar="FILE",
+                     help="write the conformance report a person reads: one self-contained page (the verdict "
+                          "matrix, the ratios of each op, each failure with its error over time; replacing FILE)")
     run.add_argument("--shard", metavar="I/N", help="only the cases whose index in the filtered list is I-1 mod N")
     run.add_argument("--timeout", metavar="SECONDS", help="a case running longer fails (default 300)")
     run.add_argument("--jobs", metavar="N", help="run up to N cases at once, in N worker processes (default 1)")
@@ -288,7 +291,7 @@ def command_check(args):
     check.check_filters(library, ops, args.tier)
     directory = check.vectors_dir(args.vectors, library.installation)
     # before any work: a report that could not be written is refused now, not after the run
-    for path in (args.json, args.junit):
+    for path in (args.json, args.junit, args.html):
         if path:
             library.check_output_file(path, directory)
     cases, manifest = check.find_cases(library, directory, ops, args.tier, verify=not args.no_verify)
@@ -353,6 +356,9 @@ def command_check(args):
         library.write_output_file(args.json, "JSON", json_report(report, results), directory)
     if args.junit:
         library.write_output_file(args.junit, "JUnit", junit_report(report, results), directory)
+    if args.html and results:
+        library.write_output_file(args.html, "HTML", library.report_html(json_report(report, results, extra=True)),
+                                  directory)
     return status
 
 
@@ -395,6 +401,8 @@ def _run_cases(library, cases, verdict, fn, pool, args, timeout):
                 result, request, started = requests.pop(index)
                 try:
                     check.settle(library, request, answer, result)
+                    if args.html:
+                        check.keep_over_time(library, request, answer, result)
                 finally:
                     request.close()
                 result.seconds = time.perf_counter() - started
@@ -403,7 +411,7 @@ def _run_cases(library, cases, verdict, fn, pool, args, timeout):
         else:
             for index, case in enumerate(cases):
                 progress.draw(f"[{index + 1}/{len(cases)}] {case.id}")
-                results[index] = check.run_case(library, fn, case, verdict)
+                results[index] = check.run_case(library, fn, case, verdict, over_time=bool(args.html))
                 show_ready()
     finally:
         progress.erase()
@@ -437,9 +445,21 @@ def _output_json(o):
     }
 
 
-def json_report(report, results):
+def _machine():
+    """What the HTML report adds to the machine's description: this interpreter, and torch if it is loaded."""
+    import platform
+    machine = {"python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
+               "numpy": check.np.__version__}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        machine["torch"] = getattr(torch, "__version__", "?")
+    return machine
+
+
+def json_report(report, results, extra=False):
     """{"lacs_version", "impl", "vectors", ["shard"], "summary", "cases"}; every
-    non-finite number is null, its text in "ratio_text"."""
+    non-finite number is null, its text in "ratio_text". With extra (for the
+    HTML report), each failure's "error_over_time" and the "machine"."""
     root = {"lacs_version": check.SPEC_VERSION, "impl": report["impl"], "vectors": report["vectors"],
             "manifest": report["manifest"]}
     if report["shard"] is not None:
@@ -460,6 +480,11 @@ def json_report(report, results):
         "message": r.message,
         "seconds": r.seconds,
     } for r in results]
+    if extra:
+        root["machine"] = _machine()
+        for case, r in zip(root["cases"], results):
+            case["error_over_time"] = [{"output": name, "ratios": [_number(x) for x in ratios]}
+                                       for name, ratios in r.over_time]
     return json.dumps(root, indent="\t") + "\n"
 
 

@@ -390,6 +390,8 @@ class Library:
         for name in ("lacs_verdict_table", "lacs_verdict_citation", "lacs_verdict_json"):
             bind(name, [c_void_p], c_void_p)  # malloc'd text: read, then lacs_verdict_free_text
         bind("lacs_verdict_exit_status", [c_void_p], c_int)
+        bind("lacs_report_html", [c_char_p], c_void_p)  # malloc'd: read, then lacs_report_free
+        bind("lacs_report_free", [c_void_p], None)
         bind("lacs_verdict_free_text", [c_void_p], None)
 
     def last_error(self):
@@ -528,6 +530,16 @@ class Library:
         if self.lib.lacs_output_file_write(_bytes(path), data, len(data), _bytes(vectors),
                                            OUTPUT_REPLACE | OUTPUT_NOT_GOLDEN) != 0:
             raise HarnessError(f"cannot write the {what} report: {self.last_error()}")
+
+    def report_html(self, report_json):
+        """The conformance report page (lacs/report.h) of a JSON report's text."""
+        pointer = self.lib.lacs_report_html(report_json.encode("utf-8"))
+        if not pointer:
+            raise HarnessError(f"cannot render the HTML report: {self.last_error()}")
+        try:
+            return ctypes.string_at(pointer).decode("utf-8", "replace")
+        finally:
+            self.lib.lacs_report_free(pointer)
 
     # -- the verdict
 
@@ -880,6 +892,7 @@ class CaseResult:
         self.message = None
         self.traceback = None
         self.seconds = 0.0
+        self.over_time = []  # [(output name, [ratio per t])] of a failure, for the HTML report
 
     def fail(self, message, outcome=OUTCOME_FAIL):
         self.status, self.outcome, self.message = FAIL, outcome, message
@@ -987,6 +1000,21 @@ def judge(library, request, outputs, result):
         result.fail(None)
 
 
+def keep_over_time(library, request, outputs, result):
+    """For a failed case whose outputs were compared: the error over time of
+    each output of the sequence layout, into result.over_time."""
+    if result.status != FAIL or not result.outputs or not isinstance(outputs, dict):
+        return
+    ordered = {name: outputs[name] for name in request.expected if name in outputs}
+    if len(ordered) != len(request.expected):
+        return
+    for index, (name, shape) in enumerate(request.expected.items()):
+        if len(shape) == 4 and shape[1] > 0:
+            ratios = library.error_over_time(request.handle, ordered, index, int(max(shape)))
+            if ratios is not None:
+                result.over_time.append((name, ratios[:shape[1]]))
+
+
 def prepare(library, case, verdict):
     """(result, request): a CaseResult, and the Request to run, or None when the
     case is not run (a rejected vector; excluded by the declaration)."""
@@ -1089,7 +1117,7 @@ def settle(library, request, answer, result):
         result.traceback = trace
 
 
-def run_case(library, fn, case, verdict=None):
+def run_case(library, fn, case, verdict=None, over_time=False):
     """Runs `fn` on `case` in this process and judges its outputs (the
     --in-process path, and tests). Never raises for what the implementation
     does; KeyboardInterrupt goes through."""
@@ -1100,6 +1128,8 @@ def run_case(library, fn, case, verdict=None):
             with _guarded_call():
                 answer = call_function(fn, request.op, request.inputs, request.params, request.info)
             settle(library, request, answer, result)
+            if over_time:
+                keep_over_time(library, request, answer, result)
     finally:
         if request is not None:
             request.close()
