@@ -21,4 +21,10 @@ class build_py_recording_the_source_tree(build_py):
             f.write(f"SOURCE_TREE = {tree!r}\n")
 
 
-setup(cmdclass={"build_py": build_py_recording_the_source_tree})
+# The egg-info goes under build/, not beside the package: python/ is on PYTHONPATH when lacs runs from the source
+# tree, and a python/lacs.egg-info there would register the pytest plugin a second time (its entry point) next to
+# `pytest -p lacs.pytest`.
+EGG_BASE = os.path.join("build", "egg-info")
+os.makedirs(os.path.join(os.path.dirname(os.path.abspath(__file__)), EGG_BASE), exist_ok=True)
+
+setup(cmdclass={"build_py": build_py_recording_the_source_tree}, options={"egg_info": {"egg_base": EGG_BASE}})
