@@ -11,14 +11,18 @@ hands them to the C side.
 
 An implementation is a function
 
-    fn(op: str, inputs: dict[str, numpy.ndarray], params: dict[str, float])
+    fn(op: str, inputs: dict[str, numpy.ndarray], params: dict[str, float][, case=CaseInfo])
         -> dict[str, array-like] | None
 
 inputs are float32 (bf16-tier values widened exactly) and cu_seqlens int64,
-each a writable copy of its own; params holds every parameter of the case's
+each a writable copy of its own, or CPU torch tensors in their stored dtype
+(bfloat16 for the BF16 inputs) when fn declares `lacs_inputs = "torch"`; a
+function with a parameter `case` is told the case (CaseInfo: id, op, tier,
+flags, strict, bf16); params holds every parameter of the case's
 metadata (a state-carry case's `split` included: the function returns
 `ht_split` too); the outputs are named as the goldens without `expected.`
-(`o`, `ht`, `y`, `dx`, ...). Raising NotImplementedError or returning None
+(`o`, `ht`, `y`, `dx`, ...), as arrays or torch tensors on any device
+(bfloat16 included). Raising NotImplementedError or returning None
 skips the case. The function may declare its limits up front with an
 attribute `lacs_describe`: a dict (or a function returning one) with the keys
 of plugin ABI v1.1's lacs_plugin_describe, "ops", "tiers" and "unsupported"
