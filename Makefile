@@ -13,6 +13,9 @@
 #   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
 #                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), the hostile-input
 #                        suite (test-hostile), vectors-check, vectors-full-check and a bounded fuzz
+#   make test-clients    the field's own code as clients, from PyPI (tests/clients/requirements.txt, in the venv
+#                        build/venv-clients): ONNX's LinearAttention reference evaluator and fla's adapter
+#                        (examples/onnx, examples/fla); part of make test
 #   make test-sanitize   the C suites and vectors-check under AddressSanitizer + UBSan, in build-sanitize/
 #   make vectors         regenerate the committed core vectors (vectors/core, MANIFEST.json)
 #   make vectors-full    generate the full set into vectors/full and check it against MANIFEST-full.json
@@ -51,7 +54,7 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/mesa_net.c reference/norms.c
 ONCE_SRC := reference/error.c reference/validate.c optimized/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
             checker/safetensors.c checker/output.c checker/values.c checker/ops.c checker/check.c checker/cases.c \
-            checker/verdict.c generators/catalog.c \
+            checker/verdict.c checker/report_html.c generators/catalog.c \
             generators/golden.c generators/gauge.c generators/vector_set.c generators/user_case.c
 # builtin:cpu (optimized/cpu/README.md): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
 # instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.
@@ -70,7 +73,7 @@ ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
 LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
-.PHONY: all lib check selfcheck test test-c test-cpu test-python test-hostile test-sanitize deps clean fuzz vectors vectors-full \
+.PHONY: all lib check selfcheck test test-c test-cpu test-python test-hostile test-clients test-sanitize deps clean fuzz vectors vectors-full \
         vectors-check vectors-full-check zoo install test-install \
         bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
@@ -195,7 +198,7 @@ $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 
 # make test: the C suites, the Python reader/oracle/schema suites, the hostile-input suite, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-cpu test-cuda test-python test-hostile test-install vectors-check vectors-full-check fuzz
+test: test-c test-cpu test-cuda test-python test-hostile test-clients test-install vectors-check vectors-full-check fuzz
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
@@ -210,6 +213,23 @@ test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUI
 # temporary directory. LACS_BUILD and LACS_PYTHON point it at another checker (to show what an older one got wrong).
 test-hostile: $(BUILD)/lacs $(BUILD)/liblacs.so | deps
 	PYTHONPATH=python LACS_BUILD=$(BUILD) $(PYTHON) -m unittest discover -s tests/hostile -t tests/hostile $(if $(V),-v,)
+
+# The field's own code as clients of lacs (tests/clients/): the onnx package's reference evaluator for
+# LinearAttention and fla-core's naive functions behind examples/fla's mapping, both from PyPI at the versions
+# of tests/clients/requirements.txt, in a virtual environment of Debian's interpreter that sees Debian's NumPy
+# and torch (no CUDA stack is downloaded; about 6 s and 96 MB). The venv is made again when the
+# requirements change.
+CLIENTS_VENV := $(BUILD)/venv-clients
+$(CLIENTS_VENV)/installed: tests/clients/requirements.txt | deps
+	rm -rf $(CLIENTS_VENV)
+	$(PYTHON) -m venv --system-site-packages $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/python -m pip install --disable-pip-version-check -q -r tests/clients/requirements.txt || \
+	    { echo "make test-clients: pip could not install tests/clients/requirements.txt (it needs PyPI)" >&2; exit 1; }
+	touch $@
+
+test-clients: $(BUILD)/liblacs.so $(BUILD)/lacs $(CLIENTS_VENV)/installed
+	PYTHONPATH=python LACS_BUILD=$(BUILD) $(CLIENTS_VENV)/bin/python -m unittest discover -s tests/clients \
+	    -t tests/clients $(if $(V),-v,)
 
 # libFuzzer (clang) on the C reader, seeded with the test corpus, for FUZZ_SECONDS.
 FUZZ_BUILD := build-fuzz

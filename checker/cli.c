@@ -30,7 +30,8 @@ static const cli_command commands[] = {
      cli_list},
     {"check",
      "  check    --impl IMPL [--op OP ...] [--tier fp32|bf16] [--vectors DIR] [--json FILE] [--junit FILE]\n"
-     "           [--shard I/N] [--timeout SECONDS] [--jobs N] [--strict] [--no-verify] [--quiet] [--verbose]\n"
+     "           [--html FILE] [--shard I/N] [--timeout SECONDS] [--jobs N] [--strict] [--no-verify] [--quiet]\n"
+     "           [--verbose]\n"
      "           run IMPL on every case, compare its outputs with the goldens, give the verdict per op and tier\n",
      cli_check},
     {"compare",
@@ -43,7 +44,8 @@ static const cli_command commands[] = {
      "           compute an op on your own inputs\n",
      cli_run},
     {"explain",
-     "  explain  CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--timeout SECONDS] [--force] [--no-verify]\n"
+     "  explain  CASE [--impl IMPL | --outputs FILE] [--vectors DIR] [--plot FILE.png] [--timeout SECONDS] [--force]\n"
+     "           [--no-verify]\n"
      "           what a case tests; with --impl, where the implementation goes wrong\n",
      cli_explain},
     {"generate",

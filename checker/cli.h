@@ -7,7 +7,7 @@
  *   cli_child.c    running an implementation on one case in a child process (its own process group), with a
  *                  timeout; the fault handler that names a stray write; ending every case process on a signal
  *   cli_result.c   checking outputs against the goldens and printing the result
- *   cli_report.c   the --json and --junit reports, written by lacs_output_file_write (lacs/output.h)
+ *   cli_report.c   the --json, --junit and --html reports, written by lacs_output_file_write (lacs/output.h)
  *   cli_list.c, cli_check.c, cli_compare.c, cli_run.c, cli_explain.c, cli_generate.c   the commands
  *
  * Exit statuses: 0 every case counted passed (or was declared out), 1 ran and
@@ -207,6 +207,10 @@ typedef struct {
     int n_outputs;                   /* 0 when no comparison was made */
     lacs_output_check outputs[LACS_CHECK_MAX_OUTPUTS];
     char where[LACS_CHECK_MAX_OUTPUTS][160]; /* lacs_describe_element of each worst element */
+    /* For the HTML report (--html), a failed case's error over time per output of the sequence layout
+     * (lacs_check_error_over_time; malloc'd, NULL for the others), with its number of steps. */
+    double *over_time[LACS_CHECK_MAX_OUTPUTS];
+    int64_t over_time_steps[LACS_CHECK_MAX_OUTPUTS];
 } cli_result;
 
 void cli_result_init(cli_result *r, const char *id, const char *op, const char *tier);
@@ -223,6 +227,9 @@ void cli_result_excluded(cli_result *r, const char *why);
 void cli_result_evaluate(cli_result *r, const lacs_vector *v, const lacs_tensor *actual, int n_actual);
 /* Sets r from a child's outcome and, if it ran, evaluates its outputs. */
 void cli_result_from_child(cli_result *r, const lacs_vector *v, const cli_child *c);
+/* For a failed case whose outputs were compared: keeps the error over time of each output of the sequence
+ * layout in r (for the HTML report). */
+void cli_result_keep_over_time(cli_result *r, const lacs_vector *v, const lacs_tensor *actual);
 /* "0.0123" (3 significant digits), "inf", "nan", or "-" for a skip. */
 void cli_format_ratio(double ratio, char *buf, size_t size);
 /* The output's index whose ratio is the worst (NaN counts as worst); -1 if none. */
@@ -252,6 +259,17 @@ int cli_report_check(const char *path, const char *vectors);
 int cli_write_report(const char *path, const char *what, const char *text, size_t length, const char *vectors);
 int cli_write_json(const char *path, const cli_run_summary *summary, const cli_result *results, int n);
 int cli_write_junit(const char *path, const cli_run_summary *summary, const cli_result *results, int n);
+/* The conformance report a person reads (lacs/report.h): the JSON report, with each failure's error over time,
+ * rendered as one self-contained HTML page. */
+int cli_write_html(const char *path, const cli_run_summary *summary, const cli_result *results, int n);
+
+/* ---- cli_compare.c: outputs computed elsewhere ---- */
+
+/* Widens a candidate file's outputs (each `<name>` or `expected.<name>`, F32, BF16 or F64) to F64 tensors
+ * named like v's goldens (data malloc'd: free each); -1 with r failed (naming the output) if one is
+ * missing or not floating-point. */
+int cli_gather_outputs(const lacs_vector *v, const lacs_safetensors_file *candidate, const char *candidate_path,
+                       lacs_tensor *actual, cli_result *r);
 
 /* ---- cli_check.c: the verdict, as check prints it ---- */
 

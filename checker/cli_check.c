@@ -24,7 +24,7 @@
 
 static const char check_usage[] =
     "usage: lacs check --impl IMPL [--op OP[,OP...]] [--tier fp32|bf16] [--vectors DIR]\n"
-    "                  [--json FILE] [--junit FILE] [--shard I/N] [--timeout SECONDS] [--jobs N]\n"
+    "                  [--json FILE] [--junit FILE] [--html FILE] [--shard I/N] [--timeout SECONDS] [--jobs N]\n"
     "                  [--strict] [--no-verify] [--quiet] [--verbose]\n"
     "\n"
     "Runs IMPL on every case and compares its outputs with the goldens. One line per case:\n"
@@ -39,6 +39,8 @@ static const char check_usage[] =
     "  --vectors DIR     default ./vectors/core, else $LACS_VECTORS\n"
     "  --json FILE       write a JSON report (replacing FILE; never a link, FIFO or golden vector)\n"
     "  --junit FILE      write a JUnit XML report (the same)\n"
+    "  --html FILE       write the conformance report a person reads: one self-contained page (the verdict\n"
+    "                    matrix, the ratios of each op, each failure with its error over time)\n"
     "  --shard I/N       only the cases whose index in the filtered list is I-1 mod N\n"
     "  --timeout SECONDS a case running longer fails (default 300; also the time a plugin has to load)\n"
     "  --jobs N          run up to N cases at once (default 1)\n"
@@ -53,7 +55,7 @@ static const char check_usage[] =
 typedef struct {
     const char *impl;
     cli_filter filter;
-    const char *vectors, *json, *junit;
+    const char *vectors, *json, *junit, *html;
     int shard_index, shard_count;
     double timeout;
     int jobs, quiet, verbose, strict, no_verify;
@@ -119,6 +121,10 @@ static int parse_options(int argc, char **argv, check_options *o)
             if (got < 0)
                 return CLI_EXIT_USAGE;
             o->junit = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--html", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            o->html = value;
         } else if ((got = cli_option_value(argc, argv, &i, "--shard", &value)) != 0) {
             if (got < 0 || parse_shard(value, &o->shard_index, &o->shard_count) != 0)
                 return CLI_EXIT_USAGE;
@@ -228,9 +234,11 @@ static int start_case(running_case *slot, const lacs_case_entry *c, cli_result *
     return 1;
 }
 
-static void finish_case(running_case *slot, cli_result *r)
+static void finish_case(running_case *slot, cli_result *r, int keep_over_time)
 {
     cli_result_from_child(r, slot->vector, &slot->child);
+    if (keep_over_time)
+        cli_result_keep_over_time(r, slot->vector, slot->child.outputs);
     cli_child_free(&slot->child);
     lacs_vector_free(slot->vector);
     free(slot->vector);
@@ -272,7 +280,7 @@ static void run_cases(const check_options *o, cli_impl *impl, const lacs_case_en
             if (slots[s].case_index < 0 || !cli_child_poll(&slots[s].child))
                 continue;
             int index = slots[s].case_index;
-            finish_case(&slots[s], &results[index]);
+            finish_case(&slots[s], &results[index], o->html != NULL);
             finished[index] = 1;
             running--;
             progressed = 1;
@@ -320,7 +328,8 @@ int cli_check(int argc, char **argv, const char *argv0)
     if (!dir)
         return CLI_EXIT_USAGE;
     /* Before any work: a report that could not be written is refused now, not after the run. */
-    if ((o.json && cli_report_check(o.json, dir) != 0) || (o.junit && cli_report_check(o.junit, dir) != 0))
+    if ((o.json && cli_report_check(o.json, dir) != 0) || (o.junit && cli_report_check(o.junit, dir) != 0) ||
+        (o.html && cli_report_check(o.html, dir) != 0))
         return CLI_EXIT_USAGE;
     cli_impl impl;
     if (cli_impl_open(o.impl, &impl, o.timeout) != 0)
@@ -401,6 +410,8 @@ int cli_check(int argc, char **argv, const char *argv0)
     if (o.json && cli_write_json(o.json, &summary, results, n) != 0)
         status = CLI_EXIT_USAGE;
     if (o.junit && cli_write_junit(o.junit, &summary, results, n) != 0)
+        status = CLI_EXIT_USAGE;
+    if (o.html && n > 0 && cli_write_html(o.html, &summary, results, n) != 0)
         status = CLI_EXIT_USAGE;
 
     for (int i = 0; i < n; i++)

@@ -37,9 +37,7 @@ static const lacs_safetensors_tensor *find_candidate(const lacs_safetensors_file
     return lacs_safetensors_find(f, prefixed);
 }
 
-/* Widens the candidate's outputs to F64 tensors named like the goldens; FAILs r
- * (naming the output) if one is missing or not floating-point. */
-static int gather_outputs(const lacs_vector *v, const lacs_safetensors_file *candidate, const char *candidate_path,
+int cli_gather_outputs(const lacs_vector *v, const lacs_safetensors_file *candidate, const char *candidate_path,
                           lacs_tensor *actual, cli_result *r)
 {
     for (int i = 0; i < v->n_outputs; i++) {
@@ -118,7 +116,7 @@ int cli_compare(int argc, char **argv, const char *argv0)
     cli_result_init(&r, v.id, v.op, v.tier);
     lacs_tensor actual[LACS_CHECK_MAX_OUTPUTS] = {{0}};
     double started = cli_now();
-    if (gather_outputs(&v, &candidate, paths[1], actual, &r) == 0)
+    if (cli_gather_outputs(&v, &candidate, paths[1], actual, &r) == 0)
         cli_result_evaluate(&r, &v, actual, v.n_outputs);
     r.seconds = cli_now() - started;
 

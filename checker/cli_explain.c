@@ -1,4 +1,4 @@
-/* lacs explain CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--force]:
+/* lacs explain CASE [--impl IMPL | --outputs FILE] [--vectors DIR] [--plot FILE.png] [--force]:
  * what a case is, and where an implementation goes wrong on it.
  *
  * Without --impl: the case's id, op (its formula labels and reference
@@ -12,6 +12,13 @@
  * chunk to chunk, and an error that starts exactly there points at that
  * hand-over. A text table shows the error per slice of t; --plot draws it
  * (checker/plot_error.py, matplotlib).
+ *
+ * --outputs FILE explains outputs computed elsewhere (a safetensors file, as
+ * `lacs compare` reads it) instead of running an implementation. A Python
+ * implementation (python:FILE_OR_MODULE:FUNCTION) is run by the Python
+ * harness: this program hands the whole command to `python3 -m lacs explain`
+ * ($LACS_PYTHON, else /usr/bin/python3), which runs the function in a worker
+ * process, as `check` does, and comes back here with --outputs.
  */
 #include <errno.h>
 #include <libgen.h>
@@ -28,16 +35,20 @@
 #include "lacs/ops.h"
 
 static const char explain_usage[] =
-    "usage: lacs explain CASE [--impl IMPL] [--vectors DIR] [--plot FILE.png] [--timeout SECONDS] [--force]\n"
-    "                    [--no-verify]\n"
+    "usage: lacs explain CASE [--impl IMPL | --outputs FILE] [--vectors DIR] [--plot FILE.png]\n"
+    "                    [--timeout SECONDS] [--force] [--no-verify]\n"
     "\n"
     "CASE is a case id (delta_rule-fp32-t64, found as DIR/<op>/<id>.safetensors) or a vector file.\n"
     "Prints what the case tests: op, formula labels, flags, reason, parameters, shapes, tolerance.\n"
     "  --impl IMPL      also run IMPL on it: each output's error/allowed ratio, and for outputs over\n"
     "                   time (o) the first t where the error passes the limit and whether t starts a\n"
-    "                   chunk of 16, 32 or 64, with a table of the error over t\n"
+    "                   chunk of 16, 32 or 64, with a table of the error over t; a Python function\n"
+    "                   (python:FILE_OR_MODULE:FUNCTION) is run by the Python harness ($LACS_PYTHON,\n"
+    "                   else /usr/bin/python3 -m lacs explain)\n"
+    "  --outputs FILE   explain outputs computed elsewhere instead (o, ht, ... or expected.o, ...; F32,\n"
+    "                   BF16 or F64), as lacs compare reads them; --outputs-of NAME says whose they are\n"
     "  --vectors DIR    where to find CASE by id (default ./vectors/core, else $LACS_VECTORS)\n"
-    "  --plot FILE.png  with --impl: draw log10(ratio) against t (needs python3-matplotlib)\n"
+    "  --plot FILE.png  with --impl or --outputs: draw log10(ratio) against t (needs python3-matplotlib)\n"
     "  --timeout SECONDS  with --impl: a run longer than this fails (default 300)\n"
     "  --force          replace FILE.png if it is a regular file\n"
     "  --no-verify      do not verify CASE against its MANIFEST.json\n";
@@ -192,13 +203,15 @@ static int worst_at_step(const lacs_vector *v, int o, const lacs_tensor *actual,
                                   .shape = v->expected[i].shape, .data = values};
     }
     const lacs_layout *layout = &v->layout[o];
-    const float *given = actual[o].data;
     double *values = masked[o].data;
     int64_t row = layout->heads * layout->width; /* elements per (batch, t) */
     for (int64_t b = 0; b < layout->outer; b++) {
         int64_t start = (b * layout->T + t) * row;
-        for (int64_t j = 0; j < row; j++)
-            values[start + j] = given[start + j];
+        /* F32 from a case process, F64 from --outputs (widened by cli_gather_outputs) */
+        if (actual[o].dtype == LACS_F64)
+            memcpy(values + start, (const double *)actual[o].data + start, (size_t)row * sizeof *values);
+        else
+            lacs_values_to_double(LACS_F32, (const float *)actual[o].data + start, row, values + start);
     }
     lacs_check_result result;
     rc = lacs_check_outputs(v, masked, n, &result);
@@ -409,6 +422,53 @@ static int plot(const char *argv0, const lacs_vector *v, const char *impl, const
     return rc;
 }
 
+/* Explains r (the comparison of `actual` with v's goldens): each output's
+ * ratio, the error over time of the outputs over t, the result line, and the
+ * plot. `who` names where the outputs came from. Returns the exit status. */
+static int explain_result(const lacs_vector *v, cli_result *r, const lacs_tensor *actual, const char *who_label,
+                          const char *who, const char *png, unsigned png_flags, const char *argv0)
+{
+    printf("\n%-10s %s\n", who_label, cli_text(who));
+    int status = r->status == CLI_FAIL ? CLI_EXIT_FAILED : 0;
+    double *ratio_t = NULL;
+    int plotted_output = -1;
+    for (int i = 0; i < r->n_outputs; i++) {
+        char ratio[32], where[1024];
+        cli_format_ratio(r->outputs[i].ratio, ratio, sizeof ratio);
+        cli_describe_output(r, i, where, sizeof where);
+        printf("output     %s: ratio %s; worst %s\n", r->outputs[i].name, ratio, where);
+        if (v->layout[i].kind != LACS_LAYOUT_SEQUENCE || v->layout[i].T < 1)
+            continue;
+        double *over_time = malloc((size_t)v->layout[i].T * sizeof *over_time);
+        if (!over_time) {
+            status = cli_error("out of memory");
+            break;
+        }
+        if (explain_over_time(v, i, actual, over_time) == 0 && plotted_output < 0) {
+            ratio_t = over_time;
+            plotted_output = i;
+        } else {
+            free(over_time);
+        }
+    }
+    printf("\n");
+    cli_print_result(stdout, r, 0);
+    if (png && status != CLI_EXIT_USAGE) {
+        int rc;
+        if (r->n_outputs == 0)
+            rc = cli_error("explain: nothing to plot: %s", r->message ? r->message : "the implementation gave no output");
+        else if (plotted_output < 0)
+            rc = cli_error("explain: nothing to plot: %s has no output over time (t)", v->id);
+        else
+            rc = plot(argv0, v, who, r->outputs[plotted_output].name, ratio_t, v->layout[plotted_output].T, png,
+                      png_flags);
+        if (rc != 0)
+            status = rc;
+    }
+    free(ratio_t);
+    return status;
+}
+
 /* Runs impl on v and explains its outputs. Returns the exit status. */
 static int explain_run(const lacs_vector *v, cli_impl *impl, const char *png, unsigned png_flags, double timeout,
                        const char *argv0)
@@ -422,53 +482,95 @@ static int explain_run(const lacs_vector *v, cli_impl *impl, const char *png, un
     cli_result r;
     cli_result_init(&r, v->id, v->op, v->tier);
     cli_result_from_child(&r, v, &child);
-
-    printf("\nimpl       %s\n", cli_text(impl->spec));
-    int status = r.status == CLI_FAIL ? CLI_EXIT_FAILED : 0;
-    double *ratio_t = NULL;
-    int plotted_output = -1;
-    for (int i = 0; i < r.n_outputs; i++) {
-        char ratio[32], where[1024];
-        cli_format_ratio(r.outputs[i].ratio, ratio, sizeof ratio);
-        cli_describe_output(&r, i, where, sizeof where);
-        printf("output     %s: ratio %s; worst %s\n", r.outputs[i].name, ratio, where);
-        if (v->layout[i].kind != LACS_LAYOUT_SEQUENCE || v->layout[i].T < 1)
-            continue;
-        double *over_time = malloc((size_t)v->layout[i].T * sizeof *over_time);
-        if (!over_time) {
-            status = cli_error("out of memory");
-            break;
-        }
-        if (explain_over_time(v, i, child.outputs, over_time) == 0 && plotted_output < 0) {
-            ratio_t = over_time;
-            plotted_output = i;
-        } else {
-            free(over_time);
-        }
-    }
-    printf("\n");
-    cli_print_result(stdout, &r, 0);
-    if (png && status != CLI_EXIT_USAGE) {
-        int rc;
-        if (r.n_outputs == 0)
-            rc = cli_error("explain: nothing to plot: %s", r.message ? r.message : "the implementation gave no output");
-        else if (plotted_output < 0)
-            rc = cli_error("explain: nothing to plot: %s has no output over time (t)", v->id);
-        else
-            rc = plot(argv0, v, impl->spec, r.outputs[plotted_output].name, ratio_t, v->layout[plotted_output].T,
-                      png, png_flags);
-        if (rc != 0)
-            status = rc;
-    }
-    free(ratio_t);
+    int status = explain_result(v, &r, child.outputs, "impl", impl->spec, png, png_flags, argv0);
     cli_result_free(&r);
     cli_child_free(&child);
     return status;
 }
 
+/* Explains the outputs of a file (--outputs). Returns the exit status. */
+static int explain_file(const lacs_vector *v, const char *path, const char *of, const char *png, unsigned png_flags,
+                        const char *argv0)
+{
+    lacs_safetensors_file candidate;
+    if (lacs_safetensors_read(path, &candidate) != LACS_OK)
+        return cli_error("%s", lacs_last_error());
+    cli_result r;
+    cli_result_init(&r, v->id, v->op, v->tier);
+    lacs_tensor actual[LACS_CHECK_MAX_OUTPUTS] = {{0}};
+    if (cli_gather_outputs(v, &candidate, path, actual, &r) == 0)
+        cli_result_evaluate(&r, v, actual, v->n_outputs);
+    int status = explain_result(v, &r, actual, of ? "impl" : "outputs", of ? of : path, png, png_flags, argv0);
+    for (int i = 0; i < v->n_outputs; i++)
+        free(actual[i].data);
+    cli_result_free(&r);
+    lacs_safetensors_free(&candidate);
+    return status;
+}
+
+/* This program's own path (for the Python harness to come back to), or NULL. */
+static const char *self_path(void)
+{
+    static char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return NULL;
+    self[n] = '\0';
+    return self;
+}
+
+/* explain --impl python:...: the Python harness runs the function (in a worker
+ * process, as `python3 -m lacs check` does) and calls this program back with
+ * --outputs. The interpreter is $LACS_PYTHON, else /usr/bin/python3 (Debian's,
+ * with NumPy); the lacs package beside this program (../python, the source
+ * tree) goes first on PYTHONPATH when it is there, and LACS_BUILD points the
+ * harness at the liblacs.so beside this program. Returns only on error. */
+static int explain_in_python(int argc, char **argv)
+{
+    const char *python = getenv("LACS_PYTHON");
+    if (!python || !*python)
+        python = "/usr/bin/python3";
+    const char *self = self_path();
+    if (self) {
+        char dir[4096], package[4200], library[4200];
+        snprintf(dir, sizeof dir, "%s", self);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        setenv("LACS_CLI", self, 1);
+        snprintf(library, sizeof library, "%s/liblacs.so", dir);
+        if (access(library, R_OK) == 0 && !getenv("LACS_BUILD"))
+            setenv("LACS_BUILD", dir, 1);
+        snprintf(package, sizeof package, "%s/../python/lacs/__init__.py", dir);
+        if (access(package, R_OK) == 0) {
+            char path[8800];
+            const char *old = getenv("PYTHONPATH");
+            snprintf(path, sizeof path, "%s/../python%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
+            setenv("PYTHONPATH", path, 1);
+        }
+    }
+    char **args = calloc((size_t)argc + 4, sizeof *args);
+    if (!args)
+        return cli_error("out of memory");
+    int n = 0;
+    args[n++] = (char *)python;
+    args[n++] = "-m";
+    args[n++] = "lacs";
+    for (int i = 0; i < argc; i++) /* argv[0] is "explain" */
+        args[n++] = argv[i];
+    args[n] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    execv(python, args);
+    int saved = errno;
+    free(args);
+    return cli_error("explain: a Python implementation runs under the Python harness, but %s cannot be run: %s "
+                     "(set LACS_PYTHON to the interpreter that imports your function)", python, strerror(saved));
+}
+
 int cli_explain(int argc, char **argv, const char *argv0)
 {
-    const char *name = NULL, *impl_spec = NULL, *vectors = NULL, *png = NULL;
+    const char *name = NULL, *impl_spec = NULL, *vectors = NULL, *png = NULL, *outputs = NULL, *outputs_of = NULL;
     int force = 0, no_verify = 0;
     double timeout = 300;
     for (int i = 1; i < argc; i++) {
@@ -493,6 +595,14 @@ int cli_explain(int argc, char **argv, const char *argv0)
             if (got < 0)
                 return CLI_EXIT_USAGE;
             vectors = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--outputs", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            outputs = value;
+        } else if ((got = cli_option_value(argc, argv, &i, "--outputs-of", &value)) != 0) {
+            if (got < 0)
+                return CLI_EXIT_USAGE;
+            outputs_of = value;
         } else if ((got = cli_option_value(argc, argv, &i, "--plot", &value)) != 0) {
             if (got < 0)
                 return CLI_EXIT_USAGE;
@@ -507,8 +617,14 @@ int cli_explain(int argc, char **argv, const char *argv0)
     }
     if (!name)
         return cli_error("explain: which case? (lacs explain CASE; lacs list shows them)");
-    if (png && !impl_spec)
-        return cli_error("explain: --plot draws an implementation's error: give --impl IMPL");
+    if (impl_spec && outputs)
+        return cli_error("explain: --impl runs an implementation, --outputs reads its outputs: give one of them");
+    if (outputs_of && !outputs)
+        return cli_error("explain: --outputs-of names the source of --outputs FILE: give --outputs");
+    if (png && !impl_spec && !outputs)
+        return cli_error("explain: --plot draws an implementation's error: give --impl IMPL or --outputs FILE");
+    if (impl_spec && strncmp(impl_spec, "python:", 7) == 0)
+        return explain_in_python(argc, argv);
     const unsigned png_flags = (force ? LACS_OUTPUT_REPLACE : 0u) | LACS_OUTPUT_NOT_GOLDEN;
     if (png && lacs_output_file_check(png, NULL, png_flags) != LACS_OK) {
         if (!force && strstr(lacs_last_error(), "exists"))
@@ -537,6 +653,8 @@ int cli_explain(int argc, char **argv, const char *argv0)
     if (impl_spec) {
         status = explain_run(&v, &impl, png, png_flags, timeout, argv0);
         cli_impl_close(&impl);
+    } else if (outputs) {
+        status = explain_file(&v, outputs, outputs_of, png, png_flags, argv0);
     }
     lacs_vector_free(&v);
     return status;

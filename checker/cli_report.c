@@ -1,5 +1,6 @@
-/* lacs CLI: the machine-readable reports of `lacs check` (--json, --junit)
- * and `lacs compare --json`.
+/* lacs CLI: the reports of `lacs check` (--json, --junit, --html) and
+ * `lacs compare --json`. --html is the JSON report, with each failure's
+ * error over time, rendered by lacs_report_html (lacs/report.h).
  *
  * JSON: {"lacs_version", "impl", "vectors", "manifest" (null: unverified),
  * ["shard"], "summary": {"passed", "failed", "skipped"}, "verdict" (lacs/
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "lacs/report.h"
 #include "lacs/types.h"
 
 static const char *status_text(cli_status status)
@@ -115,7 +117,8 @@ int cli_write_report(const char *path, const char *what, const char *text, size_
     return 0;
 }
 
-int cli_write_json(const char *path, const cli_run_summary *summary, const cli_result *results, int n)
+/* The JSON report's tree; with over_time, each failure's "error_over_time" too (for the HTML report). */
+static cJSON *report_json(const cli_run_summary *summary, const cli_result *results, int n, int over_time)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "lacs_version", LACS_SPEC_VERSION);
@@ -144,14 +147,51 @@ int cli_write_json(const char *path, const cli_run_summary *summary, const cli_r
             cJSON_AddNullToObject(root, "verdict");
     }
     cJSON *cases = cJSON_AddArrayToObject(root, "cases");
-    for (int i = 0; i < n; i++)
-        cJSON_AddItemToArray(cases, case_json(&results[i]));
+    for (int i = 0; i < n; i++) {
+        cJSON *item = case_json(&results[i]);
+        if (over_time) {
+            cJSON *series = cJSON_AddArrayToObject(item, "error_over_time");
+            for (int o = 0; o < results[i].n_outputs && o < LACS_CHECK_MAX_OUTPUTS; o++) {
+                if (!results[i].over_time[o])
+                    continue;
+                cJSON *one = cJSON_CreateObject(), *ratios = cJSON_CreateArray();
+                cJSON_AddStringToObject(one, "output", results[i].outputs[o].name);
+                for (int64_t t = 0; t < results[i].over_time_steps[o]; t++) {
+                    double ratio = results[i].over_time[o][t];
+                    cJSON_AddItemToArray(ratios, isfinite(ratio) ? cJSON_CreateNumber(ratio) : cJSON_CreateNull());
+                }
+                cJSON_AddItemToObject(one, "ratios", ratios);
+                cJSON_AddItemToArray(series, one);
+            }
+        }
+        cJSON_AddItemToArray(cases, item);
+    }
+    return root;
+}
+
+int cli_write_json(const char *path, const cli_run_summary *summary, const cli_result *results, int n)
+{
+    cJSON *root = report_json(summary, results, n, 0);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     if (!text)
         return cli_error("cannot write the JSON report '%s': out of memory", path);
     int rc = cli_write_report(path, "JSON", text, strlen(text), summary->vectors);
     cJSON_free(text);
+    return rc;
+}
+
+int cli_write_html(const char *path, const cli_run_summary *summary, const cli_result *results, int n)
+{
+    cJSON *root = report_json(summary, results, n, 1);
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    char *html = json ? lacs_report_html(json) : NULL;
+    cJSON_free(json);
+    if (!html)
+        return cli_error("cannot write the HTML report '%s': %s", path, json ? lacs_last_error() : "out of memory");
+    int rc = cli_write_report(path, "HTML", html, strlen(html), summary->vectors);
+    lacs_report_free(html);
     return rc;
 }
 

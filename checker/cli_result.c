@@ -33,6 +33,28 @@ void cli_result_free(cli_result *r)
     free(r->flags);
     r->message = NULL;
     r->flags = NULL;
+    for (int i = 0; i < LACS_CHECK_MAX_OUTPUTS; i++) {
+        free(r->over_time[i]);
+        r->over_time[i] = NULL;
+        r->over_time_steps[i] = 0;
+    }
+}
+
+void cli_result_keep_over_time(cli_result *r, const lacs_vector *v, const lacs_tensor *actual)
+{
+    if (r->status != CLI_FAIL || r->n_outputs == 0 || !actual)
+        return;
+    for (int i = 0; i < v->n_outputs && i < LACS_CHECK_MAX_OUTPUTS; i++) {
+        if (v->layout[i].kind != LACS_LAYOUT_SEQUENCE || v->layout[i].T < 1 || !actual[i].data)
+            continue;
+        double *ratios = malloc((size_t)v->layout[i].T * sizeof *ratios);
+        if (ratios && lacs_check_error_over_time(v, i, actual, ratios) == LACS_OK) {
+            r->over_time[i] = ratios;
+            r->over_time_steps[i] = v->layout[i].T;
+        } else {
+            free(ratios);
+        }
+    }
 }
 
 /* The message, printable (it quotes file names, plugins' reasons). */

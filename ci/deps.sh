@@ -10,10 +10,18 @@
 #   clang, libclang-rt-14-dev  libFuzzer for the C reader's fuzzing (make fuzz)
 #   g++               builtin:cuda's kernels compiled for the CPU emulation (make cuda-emulated), nvcc's host compiler
 #   pkg-config, gcc, make
+#   python3-pytest    the pytest plugin and helper (lacs.pytest) and their test on a scratch kernel repository
+#   python3-venv, python3-pip, python3-setuptools, python3-wheel
+#                     `pip install ./python` into a --system-site-packages venv, offline (tests/python/
+#                     test_install_python.py); the venv of make test-clients (onnx, fla-core from PyPI)
+#   python3-torch     PyTorch 1.13 for the CPU: the README's PyTorch example and the torch-native harness
+#                     (tests/python/test_torch.py), fla's naive functions (make test-clients); about 48 MB
+#   chromium          headless Chromium renders the HTML report (tests/python/test_report.py); about 122 MB
 set -euo pipefail
 
 packages=(libcriterion-dev libopenblas-dev libcjson-dev python3-numpy python3-jsonschema python3-matplotlib
-          clang libclang-rt-14-dev pkg-config gcc g++ make)
+          clang libclang-rt-14-dev pkg-config gcc g++ make
+          python3-pytest python3-venv python3-pip python3-setuptools python3-wheel python3-torch chromium)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

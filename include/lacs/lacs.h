@@ -18,6 +18,7 @@
 #include "lacs/cases.h"
 #include "lacs/verdict.h"
 #include "lacs/output.h"
+#include "lacs/report.h"
 #include "lacs/cpu.h"
 
 #ifdef __cplusplus

@@ -1,9 +1,13 @@
 """python3 -m lacs: the Python harness's command line.
 
   python3 -m lacs check --impl python:FILE_OR_MODULE:FUNCTION [--op OP ...] [--tier fp32|bf16]
-                        [--vectors DIR] [--json FILE] [--junit FILE] [--shard I/N] [--timeout SECONDS]
-                        [--jobs N] [--strict] [--no-verify] [--in-process] [--quiet | --verbose]
+                        [--vectors DIR] [--json FILE] [--junit FILE] [--html FILE] [--shard I/N]
+                        [--timeout SECONDS] [--jobs N] [--strict] [--no-verify] [--in-process]
+                        [--quiet | --verbose]
   python3 -m lacs list [--op OP ...] [--tier fp32|bf16] [--vectors DIR] [--no-verify]
+  python3 -m lacs explain CASE [--impl python:FILE_OR_MODULE:FUNCTION] [--vectors DIR] [--plot FILE.png]
+                          [--timeout SECONDS] [--force] [--no-verify]
+  python3 -m lacs version     (also --version): the spec, and which liblacs.so, lacs program and vectors
 
 The same commands, output and exit codes as `build/lacs check` and `build/lacs
 list` (checker/cli_*.c), for implementations written in Python (lacs/check.py
@@ -35,7 +39,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser():
     parser = _Parser(prog="python3 -m lacs", description="The lacs harness for Python implementations.")
-    commands = parser.add_subparsers(dest="command", metavar="{check,list}", parser_class=_Parser)
+    parser.add_argument("--version", action="store_true", help="the spec version and which liblacs.so is used")
+    commands = parser.add_subparsers(dest="command", metavar="{check,list,explain,version}", parser_class=_Parser)
 
     def filters(p):
         p.add_argument("--op", action="append", metavar="OP",
@@ -58,6 +63,9 @@ def _parser():
     filters(run)
     run.add_argument("--json", metavar="FILE", help="write a JSON report (replacing FILE)")
     run.add_argument("--junit", metavar="FILE", help="write a JUnit XML report (replacing FILE)")
+    run.add_argument("--html", metavar="FILE",
+                     help="write the conformance report a person reads: one self-contained page (the verdict "
+                          "matrix, the ratios of each op, each failure with its error over time; replacing FILE)")
     run.add_argument("--shard", metavar="I/N", help="only the cases whose index in the filtered list is I-1 mod N")
     run.add_argument("--timeout", metavar="SECONDS", help="a case running longer fails (default 300)")
     run.add_argument("--jobs", metavar="N", help="run up to N cases at once, in N worker processes (default 1)")
@@ -74,6 +82,22 @@ def _parser():
                                   description="Lists the cases under DIR/<op>/*.safetensors (id, flags, "
                                               "reason), sorted by id, then the implementations.")
     filters(listing)
+
+    explain = commands.add_parser(
+        "explain", help="what a case tests, and where a Python implementation goes wrong on it",
+        description="Prints what CASE (an id or a vector file) tests; with --impl, runs the function on it in a "
+                    "worker process and prints each output's ratio, the first time step over the limit, whether it "
+                    "starts a chunk of 16, 32 or 64, and the error over time (the lacs program's explain, given the "
+                    "function's outputs).")
+    explain.add_argument("case", metavar="CASE", help="a case id (delta_rule-fp32-t65) or a vector file")
+    explain.add_argument("--impl", metavar="python:FILE_OR_MODULE:FUNCTION", help="the function to run on it")
+    explain.add_argument("--vectors", metavar="DIR", help="default ./vectors/core, else $LACS_VECTORS")
+    explain.add_argument("--plot", metavar="FILE.png", help="draw log10(ratio) against t (python3-matplotlib)")
+    explain.add_argument("--timeout", metavar="SECONDS", help="a run longer than this fails (default 300)")
+    explain.add_argument("--force", action="store_true", help="replace FILE.png if it is a regular file")
+    explain.add_argument("--no-verify", action="store_true", help="do not verify CASE against its MANIFEST.json")
+
+    commands.add_parser("version", help="the spec version, and which liblacs.so, lacs program and vectors are used")
     return parser
 
 
@@ -104,7 +128,7 @@ def command_list(args):
     library = check.Library()
     ops = _ops(args.op)
     check.check_filters(library, ops, args.tier)
-    directory = check.vectors_dir(args.vectors)
+    directory = check.vectors_dir(args.vectors, library.installation)
     cases, manifest = check.find_cases(library, directory, ops, args.tier, verify=not args.no_verify, read=True)
     id_width = max([2] + [len(c.id) for c in cases])
     flags_width = max([5] + [len(",".join(c.flags)) for c in cases])
@@ -129,6 +153,19 @@ def command_list(args):
                        ("python:FILE_OR_MODULE:FUNCTION", "a Python function, run by this harness "
                                                           "(PYTHONPATH=python /usr/bin/python3 -m lacs check)")):
         print(f"  {name:<34}  {what}")
+    print(f"\nlibrary: {library.printable(library.installation.describe())}")
+    return 0
+
+
+# ---- version ----
+
+def command_version(args):
+    """The spec, and where the C side is (find_installation says how it was found)."""
+    installation = check.find_installation()
+    print(f"lacs {check.SPEC_VERSION} (Python harness {os.path.dirname(os.path.abspath(__file__))})")
+    print(f"library  {installation.describe()}")
+    print(f"program  {installation.cli or '(no lacs program beside it: explain needs one; set LACS_CLI)'}")
+    print(f"vectors  {installation.vectors or '(none installed with it: use --vectors DIR or LACS_VECTORS)'}")
     return 0
 
 
@@ -252,9 +289,9 @@ def command_check(args):
     library = check.Library()
     ops = _ops(args.op)
     check.check_filters(library, ops, args.tier)
-    directory = check.vectors_dir(args.vectors)
+    directory = check.vectors_dir(args.vectors, library.installation)
     # before any work: a report that could not be written is refused now, not after the run
-    for path in (args.json, args.junit):
+    for path in (args.json, args.junit, args.html):
         if path:
             library.check_output_file(path, directory)
     cases, manifest = check.find_cases(library, directory, ops, args.tier, verify=not args.no_verify)
@@ -319,6 +356,9 @@ def command_check(args):
         library.write_output_file(args.json, "JSON", json_report(report, results), directory)
     if args.junit:
         library.write_output_file(args.junit, "JUnit", junit_report(report, results), directory)
+    if args.html and results:
+        library.write_output_file(args.html, "HTML", library.report_html(json_report(report, results, extra=True)),
+                                  directory)
     return status
 
 
@@ -353,7 +393,7 @@ def _run_cases(library, cases, verdict, fn, pool, args, timeout):
                 show_ready()
                 continue
             requests[index] = (result, request, started)
-            yield index, request.op, request.inputs, request.params
+            yield index, request.op, request.inputs, request.params, request.info
 
     try:
         if pool is not None:
@@ -361,6 +401,8 @@ def _run_cases(library, cases, verdict, fn, pool, args, timeout):
                 result, request, started = requests.pop(index)
                 try:
                     check.settle(library, request, answer, result)
+                    if args.html:
+                        check.keep_over_time(library, request, answer, result)
                 finally:
                     request.close()
                 result.seconds = time.perf_counter() - started
@@ -369,7 +411,7 @@ def _run_cases(library, cases, verdict, fn, pool, args, timeout):
         else:
             for index, case in enumerate(cases):
                 progress.draw(f"[{index + 1}/{len(cases)}] {case.id}")
-                results[index] = check.run_case(library, fn, case, verdict)
+                results[index] = check.run_case(library, fn, case, verdict, over_time=bool(args.html))
                 show_ready()
     finally:
         progress.erase()
@@ -403,9 +445,21 @@ def _output_json(o):
     }
 
 
-def json_report(report, results):
+def _machine():
+    """What the HTML report adds to the machine's description: this interpreter, and torch if it is loaded."""
+    import platform
+    machine = {"python": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
+               "numpy": check.np.__version__}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        machine["torch"] = getattr(torch, "__version__", "?")
+    return machine
+
+
+def json_report(report, results, extra=False):
     """{"lacs_version", "impl", "vectors", ["shard"], "summary", "cases"}; every
-    non-finite number is null, its text in "ratio_text"."""
+    non-finite number is null, its text in "ratio_text". With extra (for the
+    HTML report), each failure's "error_over_time" and the "machine"."""
     root = {"lacs_version": check.SPEC_VERSION, "impl": report["impl"], "vectors": report["vectors"],
             "manifest": report["manifest"]}
     if report["shard"] is not None:
@@ -426,6 +480,11 @@ def json_report(report, results):
         "message": r.message,
         "seconds": r.seconds,
     } for r in results]
+    if extra:
+        root["machine"] = _machine()
+        for case, r in zip(root["cases"], results):
+            case["error_over_time"] = [{"output": name, "ratios": [_number(x) for x in ratios]}
+                                       for name, ratios in r.over_time]
     return json.dumps(root, indent="\t") + "\n"
 
 
@@ -478,14 +537,96 @@ def junit_report(report, results):
     return "\n".join(lines) + "\n"
 
 
+# ---- explain ----
+
+def _find_case(library, directory, name, verify):
+    """The Case for an id under directory, or for a vector file (found among the
+    cases of its own directory, DIR/<op>/FILE); HarnessError when none."""
+    ops = [op for op in library.op_names() if name.startswith(op + "-fp32-") or name.startswith(op + "-bf16-")]
+    cases, _ = check.find_cases(library, directory, ops[-1:] or None, None, verify=verify)
+    for case in cases:
+        if case.id == name:
+            return case
+    raise HarnessError(f"explain: no case '{name}' under {library.printable(directory)}")
+
+
+def _cli_program(library):
+    program = os.environ.get("LACS_CLI") or (library.installation.cli if library.installation else None)
+    if not program:
+        raise HarnessError("explain: no lacs program found beside the library (build it with make, or set LACS_CLI)")
+    return program
+
+
+def command_explain(args):
+    import subprocess
+    import tempfile
+    from . import safetensors
+    library = check.Library()
+    program = _cli_program(library)
+    verify = ["--no-verify"] if args.no_verify else []
+    if not args.impl:  # what the case is: the lacs program says it
+        if args.plot:
+            raise HarnessError("explain: --plot draws an implementation's error: give --impl IMPL")
+        return subprocess.run([program, "explain", args.case] + verify +
+                              (["--vectors", args.vectors] if args.vectors else [])).returncode
+    check.parse_impl(args.impl)
+    timeout = _positive(args.timeout, "--timeout", float) if args.timeout is not None else 300.0
+    plot = (["--plot", args.plot] if args.plot else []) + (["--force"] if args.force else [])
+    if os.path.isfile(args.case):
+        path = os.path.abspath(args.case)
+        directory = os.path.dirname(os.path.dirname(path))
+        case = next((c for c in check.find_cases(library, directory, verify=not args.no_verify)[0]
+                     if os.path.exists(c.path) and os.path.samefile(c.path, path)), None)
+        if case is None:
+            raise HarnessError(f"explain: {library.printable(args.case)} is not a case of {directory}")
+    else:
+        directory = check.vectors_dir(args.vectors, library.installation)
+        case = _find_case(library, directory, args.case, not args.no_verify)
+    result, request = check.prepare(library, case, None)
+    if request is None:
+        raise HarnessError(result.message or f"cannot load {case.id}")
+    pool = None
+    try:
+        pool = workers.Pool(args.impl, 1, timeout)
+        (_, answer), = list(pool.run([(0, request.op, request.inputs, request.params, request.info)]))
+    finally:
+        if pool is not None:
+            pool.close()
+        request.close()
+    if not isinstance(answer, dict):  # skipped or failed before giving outputs: the case, then why
+        sys.stdout.flush()
+        status = subprocess.run([program, "explain", case.path] + verify).returncode
+        if status == 2:
+            return status
+        check.settle(library, None, answer, result)
+        print(f"\nimpl       {library.printable(args.impl)}\n")
+        print_result(result, verbose=False)
+        sys.stdout.flush()
+        if result.traceback:
+            print(result.traceback.rstrip(), file=sys.stderr)
+        if args.plot:
+            raise HarnessError(f"explain: nothing to plot: {result.message}")
+        return 0 if result.status == SKIP else 1
+    with tempfile.TemporaryDirectory(prefix="lacs-explain-") as private:
+        outputs = os.path.join(private, "outputs.safetensors")
+        safetensors.write(outputs, {name: ("F64", array) for name, array in answer.items()})
+        sys.stdout.flush()
+        return subprocess.run([program, "explain", case.path, "--outputs", outputs, "--outputs-of", args.impl]
+                              + verify + plot).returncode
+
+
 def main(argv=None):
     parser = _parser()
     try:
         args = parser.parse_args(argv)
+        if args.version or args.command == "version":
+            return command_version(args)
         if args.command == "check":
             return command_check(args)
         if args.command == "list":
             return command_list(args)
+        if args.command == "explain":
+            return command_explain(args)
         parser.print_help()
         return 2
     except HarnessError as e:

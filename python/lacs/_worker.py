@@ -31,7 +31,8 @@ def main(argv):
             request, arrays = reader.receive()
         except EOFError:
             return 0
-        answer = check.call_function(fn, request["op"], dict(arrays), request["params"])
+        info = check.CaseInfo.from_dict(request["case"]) if "case" in request else None
+        answer = check.call_function(fn, request["op"], dict(arrays), request["params"], info)
         try:
             os.chdir(home)
         except OSError:

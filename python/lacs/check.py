@@ -11,14 +11,18 @@ hands them to the C side.
 
 An implementation is a function
 
-    fn(op: str, inputs: dict[str, numpy.ndarray], params: dict[str, float])
+    fn(op: str, inputs: dict[str, numpy.ndarray], params: dict[str, float][, case=CaseInfo])
         -> dict[str, array-like] | None
 
 inputs are float32 (bf16-tier values widened exactly) and cu_seqlens int64,
-each a writable copy of its own; params holds every parameter of the case's
+each a writable copy of its own, or CPU torch tensors in their stored dtype
+(bfloat16 for the BF16 inputs) when fn declares `lacs_inputs = "torch"`; a
+function with a parameter `case` is told the case (CaseInfo: id, op, tier,
+flags, strict, bf16); params holds every parameter of the case's
 metadata (a state-carry case's `split` included: the function returns
 `ht_split` too); the outputs are named as the goldens without `expected.`
-(`o`, `ht`, `y`, `dx`, ...). Raising NotImplementedError or returning None
+(`o`, `ht`, `y`, `dx`, ...), as arrays or torch tensors on any device
+(bfloat16 included). Raising NotImplementedError or returning None
 skips the case. The function may declare its limits up front with an
 attribute `lacs_describe`: a dict (or a function returning one) with the keys
 of plugin ABI v1.1's lacs_plugin_describe, "ops", "tiers" and "unsupported"
@@ -191,14 +195,131 @@ def _layout_problems():
 
 # ---- the library ----
 
-def library_path():
-    """$LACS_BUILD/liblacs.so, else build/liblacs.so at the repository root
-    (python/lacs/../../build)."""
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+class Installation:
+    """Where this package's C side is: `library` (liblacs.so), `source` (how it
+    was found, in words), `kind` ("build tree", "prefix" or "system"),
+    `root` (the source tree or the prefix, None for "system"), `cli` (the
+    `lacs` program beside it, or None) and `vectors` (the core vectors that
+    came with it, or None)."""
+
+    def __init__(self, library, source, kind, root):
+        self.library, self.source, self.kind, self.root = library, source, kind, root
+        self.cli = self.vectors = None
+        if kind == "build tree":
+            candidates = [os.path.join(os.path.dirname(library), "lacs")]
+            vectors = os.path.join(root, "vectors", "core") if root else None
+        elif kind == "prefix":
+            candidates = [os.path.join(root, "bin", "lacs")]
+            vectors = os.path.join(root, "share", "lacs", "vectors", "core")
+        else:
+            candidates, vectors = [], None
+        self.cli = next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+        if vectors and os.path.isdir(vectors):
+            self.vectors = vectors
+
+    def describe(self):
+        return f"{self.library} ({self.source})"
+
+
+def _source_tree():
+    """The lacs source tree this package sits in (python/lacs/../..), or None
+    when it is installed elsewhere (a virtual environment's site-packages)."""
+    root = os.path.dirname(os.path.dirname(PACKAGE_DIR))
+    return root if os.path.isfile(os.path.join(root, "include", "lacs", "types.h")) else None
+
+
+def _installed_from():
+    """The source tree an installed copy was built from (setup.py writes
+    lacs/_installed.py), or None."""
+    try:
+        from ._installed import SOURCE_TREE
+    except ImportError:
+        return None
+    return SOURCE_TREE if SOURCE_TREE and os.path.isdir(SOURCE_TREE) else None
+
+
+def _pkg_config_libdir():
+    """pkg-config's libdir for lacs (make install writes lib/pkgconfig/lacs.pc), or None."""
+    import shutil
+    import subprocess
+    if not shutil.which("pkg-config"):
+        return None
+    try:
+        run = subprocess.run(["pkg-config", "--variable=libdir", "lacs"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return run.stdout.strip() or None if run.returncode == 0 else None
+
+
+def find_installation():
+    """The liblacs.so this package uses, looked for in this order:
+      1. $LACS_LIBRARY (a file), or $LACS_BUILD/liblacs.so (a build directory);
+      2. the build tree, when the package runs from a lacs source tree
+         (python/lacs/../../build/liblacs.so);
+      3. an installed prefix (`make install PREFIX=...`): $LACS_PREFIX/lib, the
+         libdir pkg-config gives for lacs (PKG_CONFIG_PATH), then the prefix of
+         this Python environment (sys.prefix/lib, e.g. PREFIX=$VIRTUAL_ENV);
+      4. the build tree of the source tree an installed copy was built from
+         (`pip install ./python`: setup.py records it in lacs/_installed.py);
+      5. the dynamic loader's search path (liblacs.so.1; /usr/local/lib after
+         `make install`).
+    HarnessError naming every place looked at when none has it."""
+    looked = []
+    forced = os.environ.get("LACS_LIBRARY")
+    if forced:
+        if not os.path.isfile(forced):
+            raise HarnessError(f"{forced} (LACS_LIBRARY) not found")
+        return Installation(os.path.abspath(forced), "LACS_LIBRARY", "system", None)
     build = os.environ.get("LACS_BUILD")
-    if not build:
-        package = os.path.dirname(os.path.abspath(__file__))
-        build = os.path.join(os.path.dirname(os.path.dirname(package)), "build")
-    return os.path.join(build, "liblacs.so")
+    if build:
+        path = os.path.join(build, "liblacs.so")
+        if not os.path.isfile(path):
+            raise HarnessError(f"{path} not found: run make")
+        tree = os.path.dirname(os.path.abspath(build))
+        root = tree if os.path.isfile(os.path.join(tree, "include", "lacs", "types.h")) else _source_tree()
+        return Installation(os.path.abspath(path), f"LACS_BUILD, the build tree of {root}" if root else "LACS_BUILD",
+                            "build tree", root)
+    tree = _source_tree()
+    if tree:
+        path = os.path.join(tree, "build", "liblacs.so")
+        if os.path.isfile(path):
+            return Installation(path, f"the build tree of {tree}", "build tree", tree)
+        looked.append(path + " (run make)")
+    prefixes = []
+    if os.environ.get("LACS_PREFIX"):
+        prefixes.append((os.environ["LACS_PREFIX"], "LACS_PREFIX"))
+    libdir = _pkg_config_libdir()
+    if libdir:
+        prefixes.append((os.path.dirname(libdir.rstrip("/")), "pkg-config lacs"))
+    prefixes.append((sys.prefix, "this Python environment's prefix"))
+    for prefix, how in prefixes:
+        path = os.path.join(prefix, "lib", "liblacs.so")
+        if os.path.isfile(path):
+            return Installation(os.path.abspath(path), f"the prefix {os.path.abspath(prefix)}, from {how}", "prefix",
+                                os.path.abspath(prefix))
+        looked.append(f"{path} ({how})")
+    built_from = _installed_from()
+    if built_from and built_from != tree:
+        path = os.path.join(built_from, "build", "liblacs.so")
+        if os.path.isfile(path):
+            return Installation(path, f"the build tree of {built_from}, which this package was installed from",
+                                "build tree", built_from)
+        looked.append(path + " (the tree this package was installed from)")
+    import ctypes.util
+    name = ctypes.util.find_library("lacs")
+    if name:
+        return Installation(name, "the dynamic loader's search path", "system", None)
+    looked.append("the dynamic loader's search path")
+    raise HarnessError("liblacs.so not found: build it (make) or install it (make install PREFIX=...), or set "
+                       "LACS_BUILD, LACS_PREFIX or LACS_LIBRARY; looked in " + "; ".join(looked))
+
+
+def library_path():
+    """The path of the liblacs.so this package uses (find_installation)."""
+    return find_installation().library
 
 
 def _bytes(text):
@@ -212,8 +333,11 @@ class Library:
     """liblacs.so with the signatures of the functions the harness calls."""
 
     def __init__(self, path=None):
-        path = path or library_path()
-        if not os.path.isfile(path):
+        self.installation = None
+        if path is None:
+            self.installation = find_installation()
+            path = self.installation.library
+        if os.sep in path and not os.path.isfile(path):
             raise HarnessError(f"{path} not found: run make")
         problems = _layout_problems()
         if problems:
@@ -249,6 +373,8 @@ class Library:
         bind("lacs_check_outputs", [c_void_p, ctypes.POINTER(LacsTensor), c_int, ctypes.POINTER(LacsCheckResult)],
              c_int)
         bind("lacs_describe_element", [c_void_p, c_int, ctypes.c_int64, c_char_p, c_size_t], c_char_p)
+        bind("lacs_check_error_over_time", [c_void_p, c_int, ctypes.POINTER(LacsTensor), ctypes.POINTER(ctypes.c_double)],
+             c_int)
         bind("lacs_ops", [ctypes.POINTER(c_int)], ctypes.POINTER(LacsOpInfo))
         bind("lacs_cases_open", [c_char_p, c_char_p, c_char_p, ctypes.c_uint], c_void_p)
         bind("lacs_case_entry_open", [ctypes.POINTER(LacsCase)], c_void_p)
@@ -268,6 +394,8 @@ class Library:
         for name in ("lacs_verdict_table", "lacs_verdict_citation", "lacs_verdict_json"):
             bind(name, [c_void_p], c_void_p)  # malloc'd text: read, then lacs_verdict_free_text
         bind("lacs_verdict_exit_status", [c_void_p], c_int)
+        bind("lacs_report_html", [c_char_p], c_void_p)  # malloc'd: read, then lacs_report_free
+        bind("lacs_report_free", [c_void_p], None)
         bind("lacs_verdict_free_text", [c_void_p], None)
 
     def last_error(self):
@@ -320,9 +448,10 @@ class Library:
         value = self.lib.lacs_vector_text(handle, field.encode())
         return value.decode("utf-8", "surrogateescape") if value is not None else None
 
-    def vector_tensors(self, handle, which):
+    def vector_tensors(self, handle, which, bf16_names=None):
         """[(name, numpy array as the function sees it)]: F32 -> float32, BF16
-        -> float32 (exact), I64 -> int64, F64 -> float64; fresh copies."""
+        -> float32 (exact), I64 -> int64, F64 -> float64; fresh copies. The
+        names of the BF16 tensors are appended to bf16_names when given."""
         tensors = []
         for i in range(self.lib.lacs_vector_count(handle, which)):
             t = LacsTensor()
@@ -336,6 +465,8 @@ class Library:
                 array = np.frombuffer(raw, dtype="<f4").astype(np.float32)
             elif t.dtype == LACS_BF16:
                 array = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
+                if bf16_names is not None:
+                    bf16_names.append(t.name.decode("utf-8"))
             elif t.dtype == LACS_F64:
                 array = np.frombuffer(raw, dtype="<f8").astype(np.float64)
             else:
@@ -356,9 +487,9 @@ class Library:
         self.lib.lacs_describe_element(handle, output_index, element_index, buffer, DESCRIBE_BUFFER)
         return buffer.value.decode("utf-8", "replace")
 
-    def check_outputs(self, handle, outputs):
-        """lacs_check_outputs on {name: contiguous float64 array}. Returns the
-        LacsCheckResult, or raises HarnessError with the checker's message."""
+    @staticmethod
+    def _tensors(outputs):
+        """(lacs_tensor array, what keeps its memory alive) for {name: contiguous float64 array}."""
         n = len(outputs)
         tensors = (LacsTensor * max(n, 1))()
         keep_alive = []
@@ -368,12 +499,28 @@ class Library:
             keep_alive.extend((name_bytes, shape, array))
             tensors[i] = LacsTensor(name_bytes, LACS_F64, array.ndim, shape,
                                     array.ctypes.data_as(ctypes.c_void_p))
+        return tensors, keep_alive
+
+    def check_outputs(self, handle, outputs):
+        """lacs_check_outputs on {name: contiguous float64 array}. Returns the
+        LacsCheckResult, or raises HarnessError with the checker's message."""
+        tensors, keep_alive = self._tensors(outputs)
         result = LacsCheckResult()
-        status = self.lib.lacs_check_outputs(handle, tensors, n, ctypes.byref(result))
+        status = self.lib.lacs_check_outputs(handle, tensors, len(outputs), ctypes.byref(result))
         del keep_alive
         if status != LACS_OK:
             raise HarnessError(self.last_error())
         return result
+
+    def error_over_time(self, handle, outputs, index, steps):
+        """lacs_check_error_over_time: the worst elementwise ratio at each of the
+        `steps` time steps of output `index` (outputs in the goldens' order), as
+        a list; None when the output is not of the sequence layout."""
+        tensors, keep_alive = self._tensors(outputs)
+        ratios = (ctypes.c_double * max(steps, 1))()
+        status = self.lib.lacs_check_error_over_time(handle, index, tensors, ratios)
+        del keep_alive
+        return list(ratios[:steps]) if status == LACS_OK else None
 
     # -- files
 
@@ -387,6 +534,16 @@ class Library:
         if self.lib.lacs_output_file_write(_bytes(path), data, len(data), _bytes(vectors),
                                            OUTPUT_REPLACE | OUTPUT_NOT_GOLDEN) != 0:
             raise HarnessError(f"cannot write the {what} report: {self.last_error()}")
+
+    def report_html(self, report_json):
+        """The conformance report page (lacs/report.h) of a JSON report's text."""
+        pointer = self.lib.lacs_report_html(report_json.encode("utf-8"))
+        if not pointer:
+            raise HarnessError(f"cannot render the HTML report: {self.last_error()}")
+        try:
+            return ctypes.string_at(pointer).decode("utf-8", "replace")
+        finally:
+            self.lib.lacs_report_free(pointer)
 
     # -- the verdict
 
@@ -462,6 +619,78 @@ class Verdict:
         return self.library.lib.lacs_verdict_exit_status(self.handle)
 
 
+# ---- what the function is given ----
+
+class CaseInfo:
+    """What a function taking a parameter `case` is told about the case it
+    runs: id, op, tier ("fp32" or "bf16"), flags (a tuple of names, SPEC.md
+    10.5), strict (the case's level, SPEC.md 11.7) and bf16 (the names of the
+    inputs stored as bfloat16: in the bf16 tier, q, k, v and the gates; their
+    NumPy arrays are float32 holding exactly those values)."""
+
+    __slots__ = ("id", "op", "tier", "flags", "strict", "bf16")
+
+    def __init__(self, id, op, tier, flags, strict=False, bf16=()):
+        self.id, self.op, self.tier = id, op, tier
+        self.flags, self.strict, self.bf16 = tuple(flags), bool(strict), tuple(bf16)
+
+    def as_dict(self):
+        return {name: list(v) if isinstance(v, tuple) else v for name in self.__slots__ for v in [getattr(self, name)]}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d["id"], d["op"], d["tier"], d.get("flags", ()), d.get("strict", False), d.get("bf16", ()))
+
+    def __repr__(self):
+        return f"CaseInfo(id={self.id!r}, tier={self.tier!r}, flags={list(self.flags)!r})"
+
+
+INPUT_KINDS = ("numpy", "torch")
+
+
+def input_kind(fn):
+    """What fn receives: "numpy" (the default) or "torch" (its attribute
+    `lacs_inputs`)."""
+    kind = getattr(fn, "lacs_inputs", None)
+    return "numpy" if kind is None else kind
+
+
+def check_input_kind(fn):
+    """HarnessError unless fn's lacs_inputs is None, "numpy" or "torch" (and
+    torch imports when it asks for it)."""
+    kind = input_kind(fn)
+    if kind not in INPUT_KINDS:
+        raise HarnessError(f"lacs_inputs must be 'numpy' or 'torch', not {kind!r}")
+    if kind == "torch":
+        try:
+            import torch  # noqa: F401
+        except Exception as e:  # noqa: BLE001 - any import failure is the user's environment's
+            raise HarnessError(f"the implementation asks for torch inputs (lacs_inputs = 'torch') but torch does "
+                               f"not import: {_summary(e)}") from None
+
+
+def takes_case(fn):
+    """Whether fn takes a parameter named `case` (or **kwargs)."""
+    import inspect
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "case" and p.kind != p.VAR_POSITIONAL or p.kind == p.VAR_KEYWORD for p in parameters)
+
+
+def torch_inputs(inputs, bf16=()):
+    """The inputs as CPU torch tensors in their stored dtype: torch.bfloat16
+    for the names in bf16 (exact: the float32 values are bfloat16 values),
+    float32 and int64 otherwise."""
+    import torch
+    tensors = {}
+    for name, array in inputs.items():
+        tensor = torch.from_numpy(np.ascontiguousarray(array))
+        tensors[name] = tensor.to(torch.bfloat16) if name in bf16 else tensor
+    return tensors
+
+
 # ---- the implementation ----
 
 def load_impl(spec):
@@ -496,7 +725,9 @@ def parse_impl(spec):
 
 def describe_impl(fn):
     """The function's declaration (its `lacs_describe` attribute: a dict or a
-    function returning one), checked; None when it declares nothing."""
+    function returning one), checked; None when it declares nothing. Its
+    `lacs_inputs` is checked here too."""
+    check_input_kind(fn)
     description = getattr(fn, "lacs_describe", None)
     if description is None:
         return None
@@ -572,9 +803,11 @@ class Case:
         self.error = None if self.state == CASE_OK else self.reason
 
 
-def vectors_dir(given):
+def vectors_dir(given, installation=None):
     """The vectors directory: `given` (must be one), else ./vectors/core, else
-    $LACS_VECTORS."""
+    $LACS_VECTORS, else the core vectors installed with the library
+    (installation.vectors: the source tree's vectors/core, or
+    PREFIX/share/lacs/vectors/core)."""
     if given is not None:
         if not os.path.isdir(given):
             problem = "is not a directory" if os.path.exists(given) else "does not exist"
@@ -587,8 +820,10 @@ def vectors_dir(given):
         if not os.path.isdir(env):
             raise HarnessError(f"vectors directory '{env}' (from LACS_VECTORS) does not exist")
         return env
-    raise HarnessError("no vectors directory: ./vectors/core does not exist and LACS_VECTORS is not set "
-                       "(use --vectors DIR)")
+    if installation is not None and installation.vectors:
+        return installation.vectors
+    raise HarnessError("no vectors directory: ./vectors/core does not exist, LACS_VECTORS is not set and the "
+                       "library came without vectors (use --vectors DIR)")
 
 
 def check_filters(library, ops, tier):
@@ -661,6 +896,7 @@ class CaseResult:
         self.message = None
         self.traceback = None
         self.seconds = 0.0
+        self.over_time = []  # [(output name, [ratio per t])] of a failure, for the HTML report
 
     def fail(self, message, outcome=OUTCOME_FAIL):
         self.status, self.outcome, self.message = FAIL, outcome, message
@@ -723,11 +959,13 @@ class Request:
         self.handle = library.open_case(case)  # verified as it is loaded: what runs is what was hashed
         try:
             self.op = library.vector_text(self.handle, "op")
-            self.inputs = dict(library.vector_tensors(self.handle, LACS_VECTOR_INPUTS))
+            self.bf16 = []
+            self.inputs = dict(library.vector_tensors(self.handle, LACS_VECTOR_INPUTS, self.bf16))
             self.params = library.vector_params(self.handle)
             self.expected = {name: array.shape for name, array in
                              library.vector_tensors(self.handle, LACS_VECTOR_GOLDENS)}
             self.strict = bool(library.lib.lacs_vector_is_strict(self.handle))
+            self.info = CaseInfo(case.id, self.op, case.tier, case.flags, self.strict, self.bf16)
         except BaseException:
             self.close()
             raise
@@ -764,6 +1002,21 @@ def judge(library, request, outputs, result):
         result.status, result.outcome = PASS, OUTCOME_PASS
     else:
         result.fail(None)
+
+
+def keep_over_time(library, request, outputs, result):
+    """For a failed case whose outputs were compared: the error over time of
+    each output of the sequence layout, into result.over_time."""
+    if result.status != FAIL or not result.outputs or not isinstance(outputs, dict):
+        return
+    ordered = {name: outputs[name] for name in request.expected if name in outputs}
+    if len(ordered) != len(request.expected):
+        return
+    for index, (name, shape) in enumerate(request.expected.items()):
+        if len(shape) == 4 and shape[1] > 0:
+            ratios = library.error_over_time(request.handle, ordered, index, int(max(shape)))
+            if ratios is not None:
+                result.over_time.append((name, ratios[:shape[1]]))
 
 
 def prepare(library, case, verdict):
@@ -816,12 +1069,19 @@ def _guarded_call():
             os.chdir(saved_cwd)
 
 
-def call_function(fn, op, inputs, params):
+def call_function(fn, op, inputs, params, info=None):
     """fn's outputs as {name: float64 array}, or (status, message, traceback)
-    when it skipped or failed. Never raises for what the function does;
+    when it skipped or failed. The inputs are NumPy arrays, or torch tensors
+    when fn declares `lacs_inputs = "torch"`; fn gets `case=info` when it
+    takes a parameter `case`. Never raises for what the function does;
     KeyboardInterrupt goes through. Used in the worker and --in-process."""
     try:
-        returned = fn(op, inputs, params)
+        if input_kind(fn) == "torch":
+            inputs = torch_inputs(inputs, info.bf16 if info is not None else ())
+        if info is not None and takes_case(fn):
+            returned = fn(op, inputs, params, case=info)
+        else:
+            returned = fn(op, inputs, params)
     except NotImplementedError as e:
         return (SKIP, f"unsupported by the implementation ({_summary(e)})", None)
     except _ExitCalled as e:
@@ -861,7 +1121,7 @@ def settle(library, request, answer, result):
         result.traceback = trace
 
 
-def run_case(library, fn, case, verdict=None):
+def run_case(library, fn, case, verdict=None, over_time=False):
     """Runs `fn` on `case` in this process and judges its outputs (the
     --in-process path, and tests). Never raises for what the implementation
     does; KeyboardInterrupt goes through."""
@@ -870,8 +1130,10 @@ def run_case(library, fn, case, verdict=None):
     try:
         if request is not None:
             with _guarded_call():
-                answer = call_function(fn, request.op, request.inputs, request.params)
+                answer = call_function(fn, request.op, request.inputs, request.params, request.info)
             settle(library, request, answer, result)
+            if over_time:
+                keep_over_time(library, request, answer, result)
     finally:
         if request is not None:
             request.close()

@@ -139,10 +139,13 @@ class Worker:
     def fileno(self):
         return self.reader.fd
 
-    def submit(self, token, op, inputs, params):
+    def submit(self, token, op, inputs, params, info=None):
         self.busy = token
         self.started = time.monotonic()
-        send(self.to_worker, {"op": op, "params": params}, list(inputs.items()))
+        header = {"op": op, "params": params}
+        if info is not None:
+            header["case"] = info.as_dict()
+        send(self.to_worker, header, list(inputs.items()))
 
     def answer(self, deadline=None):
         """call_function's answer for the submitted case: {name: float64
@@ -248,20 +251,21 @@ class Pool:
             _LIVE.remove(worker)
 
     def run(self, requests):
-        """requests: an iterator of (token, op, inputs, params). Yields (token,
-        answer), answer as Worker.answer's or (FAIL, message, None)."""
+        """requests: an iterator of (token, op, inputs, params[, info]) (info a
+        check.CaseInfo). Yields (token, answer), answer as Worker.answer's or
+        (FAIL, message, None)."""
         pending = iter(requests)
         exhausted = False
         while True:
             while not exhausted and len(self.busy) < self.jobs:
                 try:
-                    token, op, inputs, params = next(pending)
+                    token, op, inputs, params, *info = next(pending)
                 except StopIteration:
                     exhausted = True
                     break
                 worker = self.idle.pop() if self.idle else self._start()
                 try:
-                    worker.submit(token, op, inputs, params)
+                    worker.submit(token, op, inputs, params, info[0] if info else None)
                     self.busy.append(worker)
                 except OSError:  # it died while idle
                     code = worker.kill()

@@ -201,17 +201,28 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
         self.assertEqual(parse(run.stdout)[1], (len(case_ids("dyt", "fp32")), 0, 0))
 
-    def test_default_vectors_dir_is_vectors_core_else_lacs_vectors(self):
+    def test_default_vectors_dir_is_vectors_core_else_lacs_vectors_else_the_librarys(self):
         run = harness("check", "--impl", GOOD, "--op", "dyt", "--tier", "fp32")
         self.assertEqual(run.returncode, 0, run.stderr)
         with tempfile.TemporaryDirectory() as tmp:
             impl = f"python:{os.path.join(ROOT, IMPLS, 'good.py')}:run"
-            run = harness("check", "--impl", impl, "--op", "dyt", cwd=tmp)
+            run = harness("check", "--impl", impl, "--op", "dyt", "--tier", "fp32", cwd=tmp,
+                          env={"LACS_VECTORS": os.path.join(tmp, "none")})
             self.assertEqual(run.returncode, 2)
             self.assertIn("LACS_VECTORS", run.stderr)
             run = harness("check", "--impl", impl, "--op", "dyt", "--tier", "fp32", cwd=tmp,
                           env={"LACS_VECTORS": VECTORS})
             self.assertEqual(run.returncode, 0, run.stderr)
+            # neither: the vectors of the tree whose build/liblacs.so is used
+            listing = harness("list", "--op", "dyt", cwd=tmp)
+            self.assertEqual(listing.returncode, 0, listing.stderr)
+            self.assertIn(f"under {VECTORS} (verified against", listing.stdout)
+            self.assertIn(f"library: {os.path.join(BUILD, 'liblacs.so')} (LACS_BUILD", listing.stdout)
+            # a library that came without vectors
+            run = harness("check", "--impl", impl, "--op", "dyt", cwd=tmp,
+                          env={"LACS_BUILD": "", "LACS_LIBRARY": os.path.join(BUILD, "liblacs.so")})
+            self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+            self.assertIn("no vectors directory", run.stderr)
 
     def test_beta_missing_from_the_erase_term_fails(self):
         run = check_run(f"python:{IMPLS}/bad.py:beta_outside_erase", "--op", "delta_rule", "--tier", "fp32")
