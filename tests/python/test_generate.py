@@ -32,6 +32,9 @@ _BUILD = os.environ.get("LACS_BUILD", "build")
 BUILD = _BUILD if os.path.isabs(_BUILD) else os.path.join(REPO, _BUILD)
 LACS = os.path.join(BUILD, "lacs")
 ZOO_PLAIN = os.path.join(BUILD, "zoo", "plain_f32.so")
+# the model the generator writes into every vector: include/lacs/gauge.h's LACS_TOLERANCE_MODEL
+with open(os.path.join(REPO, "include", "lacs", "gauge.h")) as _f:
+    TOLERANCE_MODEL = re.search(r'#define LACS_TOLERANCE_MODEL "([^"]+)"', _f.read()).group(1)
 
 try:
     import jsonschema
@@ -232,7 +235,7 @@ class Generate(unittest.TestCase):
             self.assertIn(entry["tier"], entry["generate"])
             # the vector is complete: gauges, tolerance, certified error, the reason given
             self.assertTrue(any(n.startswith("gauge.") for n in v.file.tensors))
-            self.assertEqual(v.meta["tolerance"]["model"], "lacs-tolerance/1")
+            self.assertEqual(v.meta["tolerance"]["model"], TOLERANCE_MODEL)
             self.assertLess(v.meta["certified"]["max_error"], 1e-12)
             self.assertIn(v.meta["reason"], ("a constant decay", "DyT rows of 32"))
         self.assertIn("const(-0.01)", " ".join(manifest["cases"][1]["generate"]))
