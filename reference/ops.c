@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../reference/internal.h"
+#include "internal.h"
 #include "lacs/ops.h"
 #include "lacs/reference.h"
 #ifdef LACS_REAL_FLOAT
