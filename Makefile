@@ -10,7 +10,7 @@
 #   make bench           builtin:cpu's speed against OpenBLAS sgemm, a stream copy and the reference
 #   make bench-quick     the same on small shapes (CI)
 #   make selfcheck       build and print the reference's self-check
-#   make test            install missing test dependencies (ci/deps.sh), build, test-names, run the Criterion suites,
+#   make test            install missing test dependencies (ci/deps.sh), build, test-layers, test-names, the Criterion suites,
 #                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), the hostile-input
 #                        suite (test-hostile), vectors-check, vectors-full-check and a bounded fuzz
 #   make test-clients    the field's own code as clients, from PyPI (tests/clients/requirements.txt, in the venv
@@ -77,7 +77,7 @@ ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
 LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
-.PHONY: all lib check selfcheck test test-names test-c test-cpu test-python test-hostile test-clients test-sanitize deps clean fuzz vectors vectors-full \
+.PHONY: all lib check selfcheck test test-layers test-names test-c test-cpu test-python test-hostile test-clients test-sanitize deps clean fuzz vectors vectors-full \
         vectors-check vectors-full-check zoo install test-install \
         bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
@@ -202,7 +202,14 @@ $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 
 # make test: the C suites, the Python reader/oracle/schema suites, the hostile-input suite, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-names test-c test-cpu test-cuda test-python test-hostile test-clients test-install vectors-check vectors-full-check fuzz
+test: test-layers test-names test-c test-cpu test-cuda test-python test-hostile test-clients test-install vectors-check vectors-full-check fuzz
+
+# No include runs upward (tests/check_layers.py): every include of every C, C++ and CUDA file against the layers of
+# include/lacs/LAYERS (core, reference, tolerance, generators and optimized, checker; tests, bench and examples on
+# top); then the check itself is shown to reject a copy with an upward, sibling or private include.
+test-layers:
+	$(PYTHON) tests/check_layers.py
+	$(PYTHON) tests/check_layers.py --self-test
 
 # Names that grep finds (tests/check_names.sh): every lacs_ref_* declared in include/lacs/ is defined literally in
 # reference/, the long-double twins by reference/rename_ld.h, and no macro builds a name; then the check itself is

@@ -2,7 +2,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
+#include "../reference/validate.h"
 #include "validate.h"
 
 static const lacs_tensor *input_named(const lacs_tensor *inputs, int n_inputs, const char *name)

@@ -19,6 +19,13 @@
 #include "lacs/prng.h"
 #include "lacs/types.h"
 
+/* What is compiled once and shared with the layers above: the thread's last
+ * error (core/error.h), the checks of a call (validate.h), the gauge's state
+ * noise (noise.h). */
+#include "../core/error.h"
+#include "noise.h"
+#include "validate.h"
+
 #include <float.h>
 
 #if defined(LACS_REAL_FLOAT)
@@ -42,45 +49,6 @@ typedef double real;
 typedef lacs_analytic_fn analytic_fn;
 typedef lacs_ref_grads grads_out;
 #endif
-
-/* ---- compiled once (error.c, validate.c) ---- */
-
-/* Records the thread's last error ("op: message") and returns code. */
-int lacs_internal_error(int code, const char *op, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Which inputs an op reads. */
-enum {
-    LACS_READS_BETA = 1u << 0,
-    LACS_READS_G = 1u << 1,
-    LACS_READS_GK = 1u << 2,
-    LACS_READS_G_GAMMA = 1u << 3,
-    LACS_READS_H0 = 1u << 4,
-    LACS_READS_W = 1u << 5,
-    LACS_READS_LAMBDA = 1u << 6,
-    LACS_READS_H0_KK = 1u << 7
-};
-/* Checks dims, cu_seqlens and that the inputs given are exactly those the op
- * reads (`required` must be given, `optional` may be, nothing else). */
-int lacs_internal_validate(const char *op, const lacs_dims *d, const lacs_inputs *in,
-                           unsigned required, unsigned optional);
-/* Two inputs of which an op reads exactly one (gated_delta_rule's g or gk,
- * fox's g or g_gamma): LACS_ERR_INPUT naming both when neither or both are given. */
-int lacs_internal_check_exactly_one(const char *op, const void *a, const char *a_name, const void *b,
-                                     const char *b_name);
-/* Every beta must be >= 0 (the absorbed forms H7, H9, H12 take sqrt(beta));
- * `why` ends the error message. */
-int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in,
-                                         const char *why);
-/* The gauge's state noise (reference/noise.c, SPEC.md 11.2): while on (per
- * thread), lacs_internal_perturb_state multiplies each element by 1 +- delta
- * (binary32's rounding, in the tier's units) and lacs_internal_perturb_stored
- * by 1 +- delta_stored (a value stored in the tier's precision). */
-void lacs_internal_state_noise(int on, uint64_t seed, double delta, double delta_stored);
-void lacs_internal_perturb_state(double *x, int64_t n);
-void lacs_internal_perturb_stored(double *x, int64_t n);
-/* Number of sequences: B, or N with cu_seqlens. */
-int64_t lacs_internal_sequence_count(const lacs_dims *d);
 
 /* ---- compiled in both precisions ---- */
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "../core/error.h"
 #include "lacs/ops.h"
 #include "lacs/reference.h"
 #ifdef LACS_REAL_FLOAT
@@ -19,6 +19,7 @@
  * Makefile's $(BUILD)/zoo/float_reference.so): there the second precision of
  * lacs_reference_run is float, and each lacs_ref_*_ld name below stands for
  * its lacs_ref_*_f32 twin (the header is generated from lacs/reference_ld.h). */
+#include "lacs/reference_f32.h"
 #include "lacs/reference_f32_as_ld.h"
 typedef float second_real;
 #else

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../reference/internal.h"
+#include "../../core/error.h"
 #include "../validate.h"
 #include "cpu.h"
 

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../reference/internal.h"
+#include "../../core/error.h"
 #include "../validate.h"
 #include "cuda.h"
 #include "lacs/types.h"
