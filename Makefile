@@ -10,7 +10,7 @@
 #   make bench           builtin:cpu's speed against OpenBLAS sgemm, a stream copy and the reference
 #   make bench-quick     the same on small shapes (CI)
 #   make selfcheck       build and print the reference's self-check
-#   make test            install missing test dependencies (ci/deps.sh), build, run the Criterion suites,
+#   make test            install missing test dependencies (ci/deps.sh), build, test-layers, test-names, the Criterion suites,
 #                        test-cpu, test-cuda, the Python suites (readers, oracle, schemas, CLI), the hostile-input
 #                        suite (test-hostile), vectors-check, vectors-full-check and a bounded fuzz
 #   make test-clients    the field's own code as clients, from PyPI (tests/clients/requirements.txt, in the venv
@@ -27,7 +27,8 @@
 #   make clean
 #
 # The reference (reference/*.c except error.c and validate.c) is compiled twice:
-# in double (lacs_ref_*) and in long double (lacs_ref_*_ld, -DLACS_REAL_LONG_DOUBLE).
+# in double (lacs_ref_*) and in long double (lacs_ref_*_ld, -DLACS_REAL_LONG_DOUBLE). Each function is
+# written once under its double name; -include reference/rename_ld.h renames it in the second build.
 
 CC ?= cc
 SANITIZE ?= 0
@@ -52,10 +53,13 @@ REF_SRC := reference/driver.c reference/linalg.c reference/linear_attn.c referen
            reference/gated_delta_rule.c reference/efla.c reference/softmax_attn.c \
            reference/preprocess.c reference/ttt.c reference/deltaformer.c reference/path_attn.c \
            reference/mesa_net.c reference/norms.c
-ONCE_SRC := reference/error.c reference/validate.c optimized/validate.c reference/noise.c checker/compare.c checker/forms.c generators/prng.c \
-            checker/safetensors.c checker/output.c checker/values.c checker/ops.c checker/check.c checker/cases.c \
-            checker/verdict.c checker/report_html.c generators/catalog.c \
-            generators/golden.c generators/gauge.c generators/vector_set.c generators/user_case.c
+# The layers, bottom-up (include/lacs/LAYERS; README.md's layout): core, reference, tolerance, then generators
+# and optimized, and checker (the tools) on top.
+CORE_SRC := core/error.c core/values.c core/prng.c core/safetensors.c core/compare.c core/output.c
+ONCE_SRC := $(CORE_SRC) reference/validate.c reference/noise.c reference/ops.c reference/forms.c \
+            tolerance/gauge.c tolerance/check.c tolerance/verdict.c \
+            generators/catalog.c generators/golden.c generators/vector_set.c generators/user_case.c \
+            optimized/validate.c checker/cases.c checker/report_html.c
 # builtin:cpu (optimized/cpu/README.md): optimized/cpu/*.c; a file named *_avx2.c or *_avx512.c is compiled for that
 # instruction set (and called only where the CPU has it: dispatch.c), the others for the baseline.
 CPU_SRC := $(wildcard optimized/cpu/*.c)
@@ -65,7 +69,7 @@ CPU_ISA_FLAGS_avx2 := -mavx2 -mfma
 CPU_ISA_FLAGS_avx512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -mavx2
 cpu_isa_flags = $(if $(filter %_avx512.c,$(1)),$(CPU_ISA_FLAGS_avx512),$(if $(filter %_avx2.c,$(1)),$(CPU_ISA_FLAGS_avx2)))
 TEST_SRC := $(wildcard tests/*.c)
-HEADERS := $(wildcard include/lacs/*.h) reference/internal.h
+HEADERS := $(wildcard include/lacs/*.h) $(wildcard core/*.h reference/*.h)
 
 REF_D_OBJ := $(patsubst %.c,$(BUILD)/obj/double/%.o,$(REF_SRC))
 REF_LD_OBJ := $(patsubst %.c,$(BUILD)/obj/ld/%.o,$(REF_SRC))
@@ -73,7 +77,7 @@ ONCE_OBJ := $(patsubst %.c,$(BUILD)/obj/once/%.o,$(ONCE_SRC))
 LIB_OBJ := $(REF_D_OBJ) $(REF_LD_OBJ) $(ONCE_OBJ) $(CPU_OBJ)
 TEST_OBJ := $(patsubst %.c,$(BUILD)/obj/tests/%.o,$(TEST_SRC))
 
-.PHONY: all lib check selfcheck test test-c test-cpu test-python test-hostile test-clients test-sanitize deps clean fuzz vectors vectors-full \
+.PHONY: all lib check selfcheck test test-layers test-names test-c test-cpu test-python test-hostile test-clients test-sanitize deps clean fuzz vectors vectors-full \
         vectors-check vectors-full-check zoo install test-install \
         bench bench-quick cuda cuda-emulated test-cuda bench-cuda nvcc-present
 
@@ -85,9 +89,9 @@ $(BUILD)/obj/double/%.o: %.c $(HEADERS) | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_LACS) -c $< -o $@
 
-$(BUILD)/obj/ld/%.o: %.c $(HEADERS) | deps
+$(BUILD)/obj/ld/%.o: %.c $(HEADERS) reference/rename_ld.h | deps
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_LACS) -DLACS_REAL_LONG_DOUBLE -c $< -o $@
+	$(CC) $(CFLAGS_LACS) -DLACS_REAL_LONG_DOUBLE -include reference/rename_ld.h -c $< -o $@
 
 $(BUILD)/obj/once/%.o: %.c $(HEADERS) | deps
 	@mkdir -p $(dir $@)
@@ -112,8 +116,8 @@ $(BUILD)/lacs-selfcheck: checker/selfcheck.c $(BUILD)/liblacs.a $(HEADERS)
 	$(CC) $(CFLAGS_LACS) -o $@ checker/selfcheck.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
 
 # The generator of the golden vectors (SPEC.md 10).
-$(BUILD)/lacs-generate: generators/generate.c $(BUILD)/liblacs.a $(HEADERS)
-	$(CC) $(CFLAGS_LACS) -pthread -o $@ generators/generate.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
+$(BUILD)/lacs-generate: checker/lacs_generate.c $(BUILD)/liblacs.a $(HEADERS)
+	$(CC) $(CFLAGS_LACS) -pthread -o $@ checker/lacs_generate.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
 
 # make vectors: regenerate the committed core set in place (replacing it: that is what it is for).
 vectors: $(BUILD)/lacs-generate
@@ -198,7 +202,21 @@ $(BUILD)/lacs-tests: $(TEST_OBJ) $(BUILD)/liblacs.a
 
 # make test: the C suites, the Python reader/oracle/schema suites, the hostile-input suite, the
 # reproduction of the committed core vectors, and a bounded fuzzing run.
-test: test-c test-cpu test-cuda test-python test-hostile test-clients test-install vectors-check vectors-full-check fuzz
+test: test-layers test-names test-c test-cpu test-cuda test-python test-hostile test-clients test-install vectors-check vectors-full-check fuzz
+
+# No include runs upward (tests/check_layers.py): every include of every C, C++ and CUDA file against the layers of
+# include/lacs/LAYERS (core, reference, tolerance, generators and optimized, checker; tests, bench and examples on
+# top); then the check itself is shown to reject a copy with an upward, sibling or private include.
+test-layers:
+	$(PYTHON) tests/check_layers.py
+	$(PYTHON) tests/check_layers.py --self-test
+
+# Names that grep finds (tests/check_names.sh): every lacs_ref_* declared in include/lacs/ is defined literally in
+# reference/, the long-double twins by reference/rename_ld.h, and no macro builds a name; then the check itself is
+# shown to reject a tree that breaks each rule.
+test-names:
+	bash tests/check_names.sh
+	bash tests/check_names.sh --self-test
 
 test-c: $(BUILD)/lacs-tests
 	./$(BUILD)/lacs-tests
@@ -233,11 +251,11 @@ test-clients: $(BUILD)/liblacs.so $(BUILD)/lacs $(CLIENTS_VENV)/installed
 
 # libFuzzer (clang) on the C reader, seeded with the test corpus, for FUZZ_SECONDS.
 FUZZ_BUILD := build-fuzz
-$(FUZZ_BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/output.c checker/values.c reference/error.c \
+$(FUZZ_BUILD)/fuzz-safetensors: tests/fuzz/fuzz_safetensors.c core/safetensors.c core/output.c core/values.c core/error.c \
                                 $(HEADERS) | deps
 	@mkdir -p $(FUZZ_BUILD)/corpus
 	clang -std=c11 -g -O1 -Iinclude -D_POSIX_C_SOURCE=200809L -fsanitize=fuzzer,address,undefined \
-	    -o $@ tests/fuzz/fuzz_safetensors.c checker/safetensors.c checker/output.c checker/values.c reference/error.c -lcjson -lm
+	    -o $@ tests/fuzz/fuzz_safetensors.c core/safetensors.c core/output.c core/values.c core/error.c -lcjson -lm
 
 fuzz: $(FUZZ_BUILD)/fuzz-safetensors
 	./$(FUZZ_BUILD)/fuzz-safetensors -max_total_time=$(FUZZ_SECONDS) -timeout=5 -rss_limit_mb=2048 \
@@ -296,17 +314,20 @@ $(BUILD)/zoo/%_fma.so: tests/zoo/%.c $(wildcard tests/zoo/*.h) $(HEADERS)
 zoo: $(ZOO_SO) $(ZOO_FMA_SO)
 
 # The zoo's binary32 reference (tests/zoo/float_reference.c): the reference compiled a third time with
-# -DLACS_REAL_FLOAT (real = float, names lacs_ref_*_f32) and checker/ops.c with it, so that
+# -DLACS_REAL_FLOAT (real = float, names lacs_ref_*_f32) and reference/ops.c with it, so that
 # lacs_reference_run's second precision is float there. The double reference (with what it links:
 # errors, validation, the gauge's noise and its generator) comes along only because ops.c names it, and
 # is never run. Every symbol but lacs_plugin_run is hidden, so the plugin cannot clash with liblacs.
 # Its prototypes are generated from include/lacs/reference_ld.h, so the three builds cannot drift apart.
 FLOAT_REF := $(BUILD)/zoo/float_reference
-FLOAT_REF_HEADERS := $(BUILD)/zoo/include/lacs/reference_f32.h $(BUILD)/zoo/include/lacs/reference_f32_as_ld.h
-FLOAT_REF_D_OBJ := $(patsubst %.c,$(FLOAT_REF)/double/%.o,$(REF_SRC) reference/error.c reference/validate.c \
-                     reference/noise.c generators/prng.c checker/values.c)
-FLOAT_REF_F32_OBJ := $(patsubst %.c,$(FLOAT_REF)/f32/%.o,$(REF_SRC) checker/ops.c)
-FLOAT_REF_FMA_OBJ := $(patsubst %.c,$(FLOAT_REF)/f32_fma/%.o,$(REF_SRC) checker/ops.c)
+FLOAT_REF_HEADERS := $(BUILD)/zoo/include/lacs/reference_f32.h $(BUILD)/zoo/include/lacs/reference_f32_as_ld.h \
+                     $(BUILD)/zoo/include/rename_f32.h
+# The reference's own files get their _f32 names from rename_f32.h (reference/rename_ld.h with _ld read _f32).
+float_ref_rename = $(if $(filter $(REF_SRC),$(1)),-include $(BUILD)/zoo/include/rename_f32.h)
+FLOAT_REF_D_OBJ := $(patsubst %.c,$(FLOAT_REF)/double/%.o,$(REF_SRC) core/error.c reference/validate.c \
+                     reference/noise.c core/prng.c core/values.c)
+FLOAT_REF_F32_OBJ := $(patsubst %.c,$(FLOAT_REF)/f32/%.o,$(REF_SRC) reference/ops.c)
+FLOAT_REF_FMA_OBJ := $(patsubst %.c,$(FLOAT_REF)/f32_fma/%.o,$(REF_SRC) reference/ops.c)
 # The _fma variant lets the compiler contract a * b + c into fused multiply-adds (-ffp-contract=fast)
 # instead of the reference's explicit roundings. On x86-64 that needs -mfma, whose instructions a CPU
 # without FMA cannot run: it is added only where /proc/cpuinfo lists fma (the CI machine's does), and the
@@ -321,11 +342,16 @@ $(BUILD)/zoo/include/lacs/reference_f32.h: include/lacs/reference_ld.h
 
 $(BUILD)/zoo/include/lacs/reference_f32_as_ld.h: include/lacs/reference_ld.h
 	@mkdir -p $(dir $@)
-	{ echo '/* Generated by the Makefile from include/lacs/reference_ld.h: in checker/ops.c compiled with'; \
+	{ echo '/* Generated by the Makefile from include/lacs/reference_ld.h: in reference/ops.c compiled with'; \
 	  echo ' * -DLACS_REAL_FLOAT, each lacs_ref_*_ld name means its lacs_ref_*_f32 twin. */'; \
 	  echo '#ifndef LACS_REFERENCE_F32_AS_LD_H'; echo '#define LACS_REFERENCE_F32_AS_LD_H'; \
 	  grep -o 'lacs_ref_[a-z0-9_]*_ld\b' $< | sort -u | sed 's/\(.*\)_ld$$/#define \1_ld \1_f32/'; \
 	  echo '#endif'; } > $@
+
+$(BUILD)/zoo/include/rename_f32.h: reference/rename_ld.h
+	@mkdir -p $(dir $@)
+	{ echo '/* Generated by the Makefile from reference/rename_ld.h: the binary32 build'"'"'s names. */'; \
+	  sed -e '1,/\*\//d' -e 's/_ld\b/_f32/g' -e 's/_LD_H/_F32_H/g' $<; } > $@
 
 $(FLOAT_REF)/double/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -333,12 +359,13 @@ $(FLOAT_REF)/double/%.o: %.c $(HEADERS)
 
 $(FLOAT_REF)/f32/%.o: %.c $(HEADERS) $(FLOAT_REF_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_LACS) -I$(BUILD)/zoo/include -DLACS_REAL_FLOAT -fvisibility=hidden -c $< -o $@
+	$(CC) $(CFLAGS_LACS) -I$(BUILD)/zoo/include -DLACS_REAL_FLOAT $(call float_ref_rename,$<) -fvisibility=hidden \
+	    -c $< -o $@
 
 $(FLOAT_REF)/f32_fma/%.o: %.c $(HEADERS) $(FLOAT_REF_HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_LACS) $(FLOAT_REF_FMA_FLAGS) -I$(BUILD)/zoo/include -DLACS_REAL_FLOAT -fvisibility=hidden \
-	    -c $< -o $@
+	$(CC) $(CFLAGS_LACS) $(FLOAT_REF_FMA_FLAGS) -I$(BUILD)/zoo/include -DLACS_REAL_FLOAT $(call float_ref_rename,$<) \
+	    -fvisibility=hidden -c $< -o $@
 
 $(BUILD)/zoo/float_reference.so: tests/zoo/float_reference.c $(FLOAT_REF_F32_OBJ) $(FLOAT_REF_D_OBJ) $(HEADERS)
 	$(CC) $(CFLAGS_LACS) -fvisibility=hidden -shared -o $@ $< $(FLOAT_REF_F32_OBJ) $(FLOAT_REF_D_OBJ) -lm

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 #include "lacs/cases.h"
 #include "lacs/check.h"
 #include "lacs/ops.h"

@@ -1,7 +1,7 @@
 /* lacs CLI: one case's result, and how it is printed.
  *
  * The tolerance logic itself lives in one place, lacs_check_outputs
- * (checker/check.c, SPEC.md 11): every comparison is a ratio error / allowed,
+ * (tolerance/check.c, SPEC.md 11): every comparison is a ratio error / allowed,
  * 1.0 the limit. Here a case PASSes if its worst ratio is <= 1; a NaN ratio,
  * a missing or misshapen output, a crash, a timeout or an error code FAIL it;
  * LACS_UNSUPPORTED SKIPs it.

@@ -22,7 +22,7 @@
 #include "lacs/report.h"
 #include "lacs/types.h"
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 
 static const char style[] =
     "body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 #include "lacs/catalog.h"
 #include "lacs/gauge.h"
 #include "lacs/compare.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 #include "lacs/catalog.h"
 #include "lacs/generate.h"
 #include "lacs/ops.h"

@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 #include "lacs/catalog.h"
 #include "lacs/gauge.h"
 #include "lacs/generate.h"

@@ -1,17 +1,54 @@
-/* The checks builtin:cpu and builtin:cuda share (validate.h says what). */
+/* What builtin:cpu and builtin:cuda share (validate.h says what): the helpers
+ * of a call, then the checks of a call. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
+#include "../reference/validate.h"
 #include "validate.h"
+
+/* ---- the helpers of a call ---- */
+
+_Static_assert(offsetof(lacs_tensor, name) == 0, "a lacs_tensor starts with its name");
+
+int lacs_builtin_find_named(const void *tensors, size_t stride, int n, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        const char *tensor_name;
+        memcpy(&tensor_name, (const unsigned char *)tensors + (size_t)i * stride, sizeof tensor_name);
+        if (tensor_name && strcmp(tensor_name, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
+double lacs_builtin_param(const char *op, const lacs_param *params, int n_params, const lacs_tensor *inputs,
+                          int n_inputs, const char *name, double fallback)
+{
+    for (int i = 0; i < n_params; i++)
+        if (params[i].name && strcmp(params[i].name, name) == 0)
+            return params[i].value;
+    double value;
+    if (lacs_reference_param_default(op, inputs, n_inputs, name, &value))
+        return value;
+    return fallback;
+}
+
+int lacs_builtin_verror(int code, const char *op, const char *fmt, va_list args)
+{
+    char message[1536];
+    vsnprintf(message, sizeof message, fmt, args);
+    return lacs_internal_error(code, op, "%s", message);
+}
 
 static const lacs_tensor *input_named(const lacs_tensor *inputs, int n_inputs, const char *name)
 {
-    for (int i = 0; i < n_inputs; i++)
-        if (inputs[i].name && strcmp(inputs[i].name, name) == 0)
-            return &inputs[i];
-    return NULL;
+    const int i = lacs_builtin_find_named(inputs, sizeof *inputs, n_inputs, name);
+    return i >= 0 ? &inputs[i] : NULL;
 }
+
+/* ---- the checks of a call ---- */
 
 int lacs_builtin_validate_call(const char *impl, const char *op, const lacs_tensor *inputs, int n_inputs,
                                const lacs_param *params, int n_params, const lacs_tensor *outputs, int n_outputs,

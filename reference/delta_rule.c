@@ -20,9 +20,9 @@ static int delta_rule_kernel(const sequence_head *s, real *h, real *o)
         return LACS_ERR_MEMORY;
     for (int64_t t = 0; t < s->T; t++) {
         const real *k = s->k + t * K;
-        REFI(delta_correction)(K, V, h, k, s->v + t * V, s->beta[t], u);
-        REFI(state_add_outer)(K, V, h, 1, k, u);
-        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+        lacs_internal_delta_correction(K, V, h, k, s->v + t * V, s->beta[t], u);
+        lacs_internal_state_add_outer(K, V, h, 1, k, u);
+        lacs_internal_state_readout(K, V, h, s->q + t * K, s->scale, o + t * V);
     }
     free(u);
     return LACS_OK;
@@ -51,7 +51,7 @@ static int ut_chunk(const sequence_head *s, int64_t start, int64_t n, real *h, r
         real root_beta = sqrt(s->beta[start + t]);
         for (int64_t c = 0; c < K; c++)
             kt[t * K + c] = root_beta * s->k[(start + t) * K + c];
-        REFI(state_readout)(K, V, h, kt + t * K, 1, U + t * V); /* h^T k~_t */
+        lacs_internal_state_readout(K, V, h, kt + t * K, 1, U + t * V); /* h^T k~_t */
         for (int64_t c = 0; c < V; c++)
             U[t * V + c] = root_beta * s->v[(start + t) * V + c] - U[t * V + c];
     }
@@ -62,11 +62,11 @@ static int ut_chunk(const sequence_head *s, int64_t start, int64_t n, real *h, r
                 dot += kt[i * K + c] * kt[j * K + c];
             B[i * n + j] = dot;
         }
-    REFI(unit_lower_solve)(n, V, B, U, U);
+    lacs_internal_unit_lower_solve(n, V, B, U, U);
     for (int64_t t = 0; t < n; t++) {
         const real *q = s->q + (start + t) * K;
         real *ot = o + (start + t) * V;
-        REFI(state_readout)(K, V, h, q, 1, ot);
+        lacs_internal_state_readout(K, V, h, q, 1, ot);
         for (int64_t j = 0; j <= t; j++) {
             real dot = 0;
             for (int64_t c = 0; c < K; c++)
@@ -78,7 +78,7 @@ static int ut_chunk(const sequence_head *s, int64_t start, int64_t n, real *h, r
             ot[c] *= s->scale;
     }
     for (int64_t j = 0; j < n; j++)
-        REFI(state_add_outer)(K, V, h, 1, kt + j * K, U + j * V);
+        lacs_internal_state_add_outer(K, V, h, 1, kt + j * K, U + j * V);
     free(kt);
     free(U);
     free(B);
@@ -103,7 +103,7 @@ static int ut_kernel(const sequence_head *s, real *h, real *o)
  *   O = scale (((Q K~^T) (.) Gamma) U + [q_i^T Gamma_{i,-1} h0]_i)
  *   h_T = Gamma_{T-1,-1} h0 + sum_j Gamma_{T-1,j} k~_j u_j^T
  * Gamma = M without a decay input (delta_rule), per key channel with gk. */
-int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o)
+int lacs_internal_delta_matrix_kernel(const sequence_head *s, real *h, real *o)
 {
     const int64_t T = s->T, K = s->K, V = s->V;
     real *kt = calloc((size_t)(T * K + 1), sizeof(real));
@@ -120,15 +120,15 @@ int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o)
             U[t * V + c] = root_beta * s->v[t * V + c];
     }
     if (rc == LACS_OK)
-        rc = REFI(decayed_scores)(s, s->q, kt, 0, A, h0_decay);
+        rc = lacs_internal_decayed_scores(s, s->q, kt, 0, A, h0_decay);
     if (rc == LACS_OK)
-        rc = REFI(decayed_scores)(s, kt, kt, 1, B, NULL);
+        rc = lacs_internal_decayed_scores(s, kt, kt, 1, B, NULL);
     for (int64_t i = 0; i < T && rc == LACS_OK; i++) /* right-hand side V~ - h0 term */
         for (int64_t c = 0; c < V; c++)
             for (int64_t r = 0; r < K; r++)
                 U[i * V + c] -= kt[i * K + r] * h0_decay[i * K + r] * h[r * V + c];
     if (rc == LACS_OK)
-        REFI(unit_lower_solve)(T, V, B, U, U);
+        lacs_internal_unit_lower_solve(T, V, B, U, U);
     for (int64_t i = 0; i < T && rc == LACS_OK; i++)
         for (int64_t c = 0; c < V; c++) {
             real sum = 0;
@@ -139,7 +139,7 @@ int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o)
             o[i * V + c] = s->scale * sum;
         }
     if (rc == LACS_OK)
-        REFI(decayed_final_state)(s, kt, U, h);
+        lacs_internal_decayed_final_state(s, kt, U, h);
     free(kt);
     free(U);
     free(A);
@@ -148,13 +148,13 @@ int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o)
     return rc;
 }
 
-int REF(delta_rule)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_delta_rule(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("delta_rule", d, in, LACS_READS_BETA, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)("delta_rule", d, in, STATE_KV, delta_rule_kernel, o, ht, NULL);
+    return rc ? rc : lacs_internal_run_per_head("delta_rule", d, in, STATE_KV, delta_rule_kernel, o, ht, NULL);
 }
 
-int REF(delta_rule_ut)(const lacs_dims *d, const lacs_inputs *in, int64_t chunk, real *o, real *ht)
+int lacs_ref_delta_rule_ut(const lacs_dims *d, const lacs_inputs *in, int64_t chunk, real *o, real *ht)
 {
     int rc = lacs_internal_validate("delta_rule_ut", d, in, LACS_READS_BETA, LACS_READS_H0);
     if (rc)
@@ -166,15 +166,15 @@ int REF(delta_rule_ut)(const lacs_dims *d, const lacs_inputs *in, int64_t chunk,
     if (rc)
         return rc;
     ut_chunk_length = chunk;
-    return REFI(run_per_head)("delta_rule_ut", d, in, STATE_KV, ut_kernel, o, ht, NULL);
+    return lacs_internal_run_per_head("delta_rule_ut", d, in, STATE_KV, ut_kernel, o, ht, NULL);
 }
 
-int REF(delta_rule_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_delta_rule_matrix(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("delta_rule_matrix", d, in, LACS_READS_BETA, LACS_READS_H0);
     if (!rc)
         rc = lacs_internal_check_beta_nonnegative("delta_rule_matrix", d, in, "this form absorbs beta as sqrt(beta)");
-    return rc ? rc : REFI(run_per_head)("delta_rule_matrix", d, in, STATE_KV, REFI(delta_matrix_kernel), o, ht, NULL);
+    return rc ? rc : lacs_internal_run_per_head("delta_rule_matrix", d, in, STATE_KV, lacs_internal_delta_matrix_kernel, o, ht, NULL);
 }
 
 /* ---- gradients (SPEC.md 4.19) ---- */
@@ -193,8 +193,8 @@ static real step_coefficient(const sequence_head *s, int efla, int64_t t, real *
     real knorm2 = 0;
     for (int64_t c = 0; c < s->K; c++)
         knorm2 += k[c] * k[c];
-    REF(efla_coefficient_derivatives)(s->beta[t], knorm2, dc_dbeta, dc_dknorm2);
-    return REF(efla_coefficient)(s->beta[t], knorm2);
+    lacs_ref_efla_coefficient_derivatives(s->beta[t], knorm2, dc_dbeta, dc_dknorm2);
+    return lacs_ref_efla_coefficient(s->beta[t], knorm2);
 }
 
 /* The adjoint of H6/H8 (and E5 with c for beta), token by token in reverse.
@@ -209,7 +209,7 @@ static real step_coefficient(const sequence_head *s, int efla, int64_t t, real *
  *   c = beta                     dbeta_t = dc
  *   c = c(beta, ||k||^2) (E5)    dbeta_t = dc dc/dbeta,  dk_t += 2 k dc dc/d||k||^2
  * dbeta's term du . e holds both the write (du . v) and the erase (-du . p). */
-int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real *dout, real *dh, head_grads *g)
+int lacs_internal_delta_family_vjp(const sequence_head *s, int efla, real *h, const real *dout, real *dh, head_grads *g)
 {
     const int64_t K = s->K, V = s->V, T = s->T;
     real *states = malloc((size_t)((T + 1) * K * V) * sizeof(real));
@@ -222,27 +222,27 @@ int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real
         real unused_a, unused_b;
         memcpy(states + t * K * V, h, (size_t)(K * V) * sizeof(real));
         for (int64_t c = 0; c < K; c++) {
-            real factor = exp(REFI(log_decay)(s, t, c));
+            real factor = exp(lacs_internal_log_decay(s, t, c));
             for (int64_t j = 0; j < V; j++)
                 h[c * V + j] *= factor;
         }
-        REFI(delta_correction)(K, V, h, k, s->v + t * V, step_coefficient(s, efla, t, &unused_a, &unused_b), u);
-        REFI(state_add_outer)(K, V, h, 1, k, u);
+        lacs_internal_delta_correction(K, V, h, k, s->v + t * V, step_coefficient(s, efla, t, &unused_a, &unused_b), u);
+        lacs_internal_state_add_outer(K, V, h, 1, k, u);
     }
     if (rc == LACS_OK)
         memcpy(states + T * K * V, h, (size_t)(K * V) * sizeof(real));
     for (int64_t t = T - 1; t >= 0 && rc == LACS_OK; t--) {
         const real *q = s->q + t * K, *k = s->k + t * K, *v = s->v + t * V, *prev = states + t * K * V;
         real *dk = g->dk + t * K;
-        REFI(readout_adjoint)(K, V, states + (t + 1) * K * V, q, s->scale, dout + t * V, g->dq + t * K, dh);
+        lacs_internal_readout_adjoint(K, V, states + (t + 1) * K * V, q, s->scale, dout + t * V, g->dq + t * K, dh);
         real dc_dbeta, dc_dknorm2;
         const real coef = step_coefficient(s, efla, t, &dc_dbeta, &dc_dknorm2);
         for (int64_t c = 0; c < K; c++) { /* h' and the forward's u, again */
-            real factor = exp(REFI(log_decay)(s, t, c));
+            real factor = exp(lacs_internal_log_decay(s, t, c));
             for (int64_t j = 0; j < V; j++)
                 decayed[c * V + j] = prev[c * V + j] * factor;
         }
-        REFI(state_readout)(K, V, decayed, k, 1, p);
+        lacs_internal_state_readout(K, V, decayed, k, 1, p);
         real dcoef = 0;
         for (int64_t j = 0; j < V; j++) {
             const real e = v[j] - p[j];
@@ -254,7 +254,7 @@ int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real
             g->dv[t * V + j] += coef * du[j];
         }
         for (int64_t c = 0; c < K; c++) {
-            real factor = exp(REFI(log_decay)(s, t, c));
+            real factor = exp(lacs_internal_log_decay(s, t, c));
             for (int64_t j = 0; j < V; j++) {
                 const real dp = -coef * du[j];
                 dk[c] += dh[c * V + j] * u[j] + decayed[c * V + j] * dp;
@@ -266,10 +266,10 @@ int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real
         g->dbeta[t] = dcoef * dc_dbeta;
         for (int64_t c = 0; efla && c < K; c++)
             dk[c] += 2 * k[c] * (dcoef * dc_dknorm2);
-        REFI(state_rounded)(K, V, dh);
+        lacs_internal_state_rounded(K, V, dh);
     }
     if (rc == LACS_OK)
-        REFI(gate_gradient_rounded)(s, g);
+        lacs_internal_gate_gradient_rounded(s, g);
     free(states);
     free(decayed);
     free(u);
@@ -280,11 +280,11 @@ int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real
 
 static int delta_rule_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
 {
-    return REFI(delta_family_vjp)(s, 0, h, dout, dh, g);
+    return lacs_internal_delta_family_vjp(s, 0, h, dout, dh, g);
 }
 
-int REF(delta_rule_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_delta_rule_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     int rc = lacs_internal_validate("delta_rule_vjp", d, in, LACS_READS_BETA, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head_vjp)("delta_rule_vjp", d, in, ct, STATE_KV, delta_rule_vjp_kernel, gr);
+    return rc ? rc : lacs_internal_run_per_head_vjp("delta_rule_vjp", d, in, ct, STATE_KV, delta_rule_vjp_kernel, gr);
 }

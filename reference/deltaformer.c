@@ -37,7 +37,7 @@ static void weights_row(const sequence_head *s, int first_stage, int64_t i, real
     const real *x = (first_stage && form != LACS_DELTAFORMER_FLA) ? s->k + i * K : s->q + i * K;
     real m = -INFINITY;
     for (int64_t j = 0; j <= last; j++) {
-        row[j] = s->scale * REFI(dot)(K, x, s->k + j * K);
+        row[j] = s->scale * lacs_internal_dot(K, x, s->k + j * K);
         m = fmax(m, row[j]);
     }
     if (form == LACS_DELTAFORMER_EXP)
@@ -94,8 +94,8 @@ static void build_matrices(const sequence_head *s, real *A, real *B)
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < T; j++) {
             const real *x = form == LACS_DELTAFORMER_FLA ? s->q + i * K : s->k + i * K;
-            A[i * T + j] = j <= i ? s->scale * REFI(dot)(K, s->q + i * K, s->k + j * K) : 0;
-            B[i * T + j] = j < i ? s->scale * REFI(dot)(K, x, s->k + j * K) : 0;
+            A[i * T + j] = j <= i ? s->scale * lacs_internal_dot(K, s->q + i * K, s->k + j * K) : 0;
+            B[i * T + j] = j < i ? s->scale * lacs_internal_dot(K, x, s->k + j * K) : 0;
         }
     if (form == LACS_DELTAFORMER_EXP) {
         for (int64_t i = 0; i < T; i++)
@@ -104,8 +104,8 @@ static void build_matrices(const sequence_head *s, real *A, real *B)
                 B[i * T + j] = j < i ? exp(B[i * T + j]) : 0;
             }
     } else {
-        REFI(causal_softmax)(T, 0, A);
-        REFI(causal_softmax)(T, 1, B);
+        lacs_internal_causal_softmax(T, 0, A);
+        lacs_internal_causal_softmax(T, 1, B);
     }
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < i; j++)
@@ -130,17 +130,17 @@ static int deltaformer_matrix_kernel(const sequence_head *s, real *h, real *o)
     }
     build_matrices(s, A, B);
     if (neumann_terms == 0) {
-        REFI(unit_lower_solve)(T, V, B, s->v, U);
+        lacs_internal_unit_lower_solve(T, V, B, s->v, U);
     } else {
         for (int64_t i = 0; i < T * V; i++)
             U[i] = term[i] = s->v[i];
         for (int64_t m = 1; m < neumann_terms; m++) {
-            REFI(matmul)(T, T, V, B, term, next);
+            lacs_internal_matmul(T, T, V, B, term, next);
             for (int64_t i = 0; i < T * V; i++)
                 U[i] += (term[i] = -next[i]);
         }
     }
-    REFI(matmul)(T, T, V, A, U, o);
+    lacs_internal_matmul(T, T, V, A, U, o);
 done:
     free(A);
     free(B);
@@ -160,21 +160,21 @@ static int run(const char *op, const lacs_dims *d, const lacs_inputs *in, lacs_d
         return lacs_internal_error(LACS_ERR_PARAM, op, "unknown form %d (0 exp, 1 softmax, 2 fla)", (int)f);
     form = f;
     neumann_terms = terms;
-    return REFI(run_per_head)(op, d, in, STATE_NONE, kernel, o, NULL, NULL);
+    return lacs_internal_run_per_head(op, d, in, STATE_NONE, kernel, o, NULL, NULL);
 }
 
-int REF(deltaformer)(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, real *o)
+int lacs_ref_deltaformer(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, real *o)
 {
     return run("deltaformer", d, in, f, 0, deltaformer_kernel, o);
 }
 
-int REF(deltaformer_matrix)(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, real *o)
+int lacs_ref_deltaformer_matrix(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, real *o)
 {
     return run("deltaformer_matrix", d, in, f, 0, deltaformer_matrix_kernel, o);
 }
 
-int REF(deltaformer_neumann)(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f,
-                             int64_t terms, real *o)
+int lacs_ref_deltaformer_neumann(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f,
+                                 int64_t terms, real *o)
 {
     if (terms < 1)
         return lacs_internal_error(LACS_ERR_PARAM, "deltaformer_neumann",
@@ -198,7 +198,7 @@ static void weights_row_adjoint(const sequence_head *s, int64_t last, const real
         for (int64_t j = 0; j <= last; j++)
             ds[j] = drow[j] * row[j];
     else
-        REFI(softmax_adjoint)(last + 1, row, drow, ds);
+        lacs_internal_softmax_adjoint(last + 1, row, drow, ds);
     for (int64_t j = 0; j <= last; j++)
         for (int64_t c = 0; c < K; c++) {
             dx[c] += s->scale * ds[j] * s->k[j * K + c];
@@ -226,7 +226,7 @@ static int deltaformer_vjp_kernel(const sequence_head *s, real *h, const real *d
     for (int64_t i = 0; i < T && rc == LACS_OK; i++) { /* as deltaformer_kernel */
         weights_row(s, 1, i, B + i * T);
         if (form != LACS_DELTAFORMER_EXP && i > 0)
-            REFI(weights_from_rounded_lse)(i, weights_row_lse, B + i * T);
+            lacs_internal_weights_from_rounded_lse(i, weights_row_lse, B + i * T);
         const real beta = s->beta ? s->beta[i] : 1;
         for (int64_t c = 0; c < V; c++) {
             real sum = 0;
@@ -236,12 +236,12 @@ static int deltaformer_vjp_kernel(const sequence_head *s, real *h, const real *d
         }
         weights_row(s, 0, i, A + i * T);
         if (form != LACS_DELTAFORMER_EXP)
-            REFI(weights_from_rounded_lse)(i + 1, weights_row_lse, A + i * T);
+            lacs_internal_weights_from_rounded_lse(i + 1, weights_row_lse, A + i * T);
     }
     for (int64_t i = 0; i < T && rc == LACS_OK; i++) {
         const real *doi = dout + i * V;
         for (int64_t j = 0; j <= i; j++) {
-            drow[j] = REFI(dot)(V, doi, u + j * V);
+            drow[j] = lacs_internal_dot(V, doi, u + j * V);
             for (int64_t c = 0; c < V; c++)
                 du[j * V + c] += A[i * T + j] * doi[c];
         }
@@ -259,7 +259,7 @@ static int deltaformer_vjp_kernel(const sequence_head *s, real *h, const real *d
         }
         g->dbeta[i] = dbeta;
         for (int64_t j = 0; j < i; j++) {
-            drow[j] = -beta * REFI(dot)(V, dui, u + j * V);
+            drow[j] = -beta * lacs_internal_dot(V, dui, u + j * V);
             for (int64_t c = 0; c < V; c++)
                 du[j * V + c] -= beta * B[i * T + j] * dui[c];
         }
@@ -277,8 +277,8 @@ static int deltaformer_vjp_kernel(const sequence_head *s, real *h, const real *d
     return rc;
 }
 
-int REF(deltaformer_vjp)(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, const lacs_cotangents *ct,
-                         const grads_out *gr)
+int lacs_ref_deltaformer_vjp(const lacs_dims *d, const lacs_inputs *in, lacs_deltaformer_form f, const lacs_cotangents *ct,
+                             const grads_out *gr)
 {
     int rc = lacs_internal_validate("deltaformer_vjp", d, in, 0, LACS_READS_BETA);
     if (rc)
@@ -287,5 +287,5 @@ int REF(deltaformer_vjp)(const lacs_dims *d, const lacs_inputs *in, lacs_deltafo
         return lacs_internal_error(LACS_ERR_PARAM, "deltaformer_vjp", "unknown form %d (0 exp, 1 softmax, 2 fla)",
                                    (int)f);
     form = f;
-    return REFI(run_per_head_vjp)("deltaformer_vjp", d, in, ct, STATE_NONE, deltaformer_vjp_kernel, gr);
+    return lacs_internal_run_per_head_vjp("deltaformer_vjp", d, in, ct, STATE_NONE, deltaformer_vjp_kernel, gr);
 }

@@ -158,8 +158,8 @@ static void locate_error(const char *op, int rc, int64_t n, int64_t hv)
     lacs_internal_error(rc, op, "sequence %lld, value head %lld, %s", (long long)n, (long long)hv, what);
 }
 
-int REFI(run_per_head)(const char *op, const lacs_dims *d, const lacs_inputs *in, int state,
-                       head_kernel kernel, real *o, real *ht, real *ht_kk)
+int lacs_internal_run_per_head(const char *op, const lacs_dims *d, const lacs_inputs *in, int state,
+                               head_kernel kernel, real *o, real *ht, real *ht_kk)
 {
     const int64_t n_seq = lacs_internal_sequence_count(d);
     const int64_t K = d->K, V = d->V;
@@ -261,8 +261,8 @@ static void zero(real *x, int64_t n)
         x[i] = 0;
 }
 
-int REFI(run_per_head_vjp)(const char *op, const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
-                           int state, head_vjp_kernel kernel, const grads_out *gr)
+int lacs_internal_run_per_head_vjp(const char *op, const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                                   int state, head_vjp_kernel kernel, const grads_out *gr)
 {
     int rc = check_vjp_call(op, in, ct, state, gr);
     if (rc != LACS_OK)

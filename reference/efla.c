@@ -30,7 +30,7 @@ static real phi(real x)
 /* E5 written as c = beta * phi(beta ||k||^2), which is the same number
  * ((1 - e^{-beta l}) / l = beta (1 - e^{-beta l}) / (beta l)) and has the
  * limit c = beta at ||k|| = 0 with no epsilon added. beta = 0 gives c = 0. */
-real REF(efla_coefficient)(real beta, real knorm2)
+real lacs_ref_efla_coefficient(real beta, real knorm2)
 {
     return beta * phi(beta * knorm2);
 }
@@ -48,9 +48,9 @@ static int efla_kernel(const sequence_head *s, real *h, real *o)
         real knorm2 = 0;
         for (int64_t c = 0; c < K; c++)
             knorm2 += k[c] * k[c];
-        REFI(delta_correction)(K, V, h, k, v, REF(efla_coefficient)(s->beta[t], knorm2), u);
-        REFI(state_add_outer)(K, V, h, 1, k, u);
-        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+        lacs_internal_delta_correction(K, V, h, k, v, lacs_ref_efla_coefficient(s->beta[t], knorm2), u);
+        lacs_internal_state_add_outer(K, V, h, 1, k, u);
+        lacs_internal_state_readout(K, V, h, s->q + t * K, s->scale, o + t * V);
     }
     free(u);
     return LACS_OK;
@@ -75,15 +75,15 @@ static int efla_ode_kernel(const sequence_head *s, real *h, real *o)
         for (int64_t i = 0; i < K; i++)
             for (int64_t j = 0; j < K; j++)
                 X[i * K + j] = -beta * k[i] * k[j];
-        rc = REF(expm_psi)(K, X, E, P);
+        rc = lacs_ref_expm_psi(K, X, E, P);
         if (rc)
             break;
-        REFI(matmul)(K, K, V, E, h, h_new);
-        REFI(matmul)(K, K, 1, P, k, pk);
-        REFI(state_add_outer)(K, V, h_new, beta, pk, v);
+        lacs_internal_matmul(K, K, V, E, h, h_new);
+        lacs_internal_matmul(K, K, 1, P, k, pk);
+        lacs_internal_state_add_outer(K, V, h_new, beta, pk, v);
         for (int64_t i = 0; i < K * V; i++)
             h[i] = h_new[i];
-        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+        lacs_internal_state_readout(K, V, h, s->q + t * K, s->scale, o + t * V);
     }
     free(X);
     free(E);
@@ -93,22 +93,22 @@ static int efla_ode_kernel(const sequence_head *s, real *h, real *o)
     return rc;
 }
 
-int REF(efla)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_efla(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("efla", d, in, LACS_READS_BETA, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)("efla", d, in, STATE_KV, efla_kernel, o, ht, NULL);
+    return rc ? rc : lacs_internal_run_per_head("efla", d, in, STATE_KV, efla_kernel, o, ht, NULL);
 }
 
-int REF(efla_ode)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_efla_ode(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("efla_ode", d, in, LACS_READS_BETA, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)("efla_ode", d, in, STATE_KV, efla_ode_kernel, o, ht, NULL);
+    return rc ? rc : lacs_internal_run_per_head("efla_ode", d, in, STATE_KV, efla_ode_kernel, o, ht, NULL);
 }
 
 /* E6, eq. 8: for f(z) = sum a_m z^m, (x y^T)^m = x (y^T x)^{m-1} y^T for m >= 1,
  * so f(x y^T) = a_0 I + x [sum_{m>=1} a_m s^{m-1}] y^T with s = y^T x, and the
  * bracket is (f(s) - f(0)) / s. */
-void REF(rank1_function)(const analytic_fn *f, int64_t n, const real *x, const real *y, real *out)
+void lacs_ref_rank1_function(const analytic_fn *f, int64_t n, const real *x, const real *y, real *out)
 {
     real s = 0;
     for (int64_t i = 0; i < n; i++)
@@ -146,7 +146,7 @@ static real phi_derivative(real x)
 /* c = beta phi(beta n) = (1 - e^{-beta n}) / n (E5): dc/dbeta = phi(x) +
  * x phi'(x) = d(1 - e^{-x})/dx = e^{-x} (x = beta n), exactly 1 at n = 0;
  * dc/dn = beta^2 phi'(x), -beta^2 / 2 at n = 0. */
-void REF(efla_coefficient_derivatives)(real beta, real knorm2, real *dc_dbeta, real *dc_dknorm2)
+void lacs_ref_efla_coefficient_derivatives(real beta, real knorm2, real *dc_dbeta, real *dc_dknorm2)
 {
     const real x = beta * knorm2;
     *dc_dbeta = exp(-x);
@@ -157,11 +157,11 @@ void REF(efla_coefficient_derivatives)(real beta, real knorm2, real *dc_dbeta, r
  * chain rule through c(beta, ||k||^2). */
 static int efla_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
 {
-    return REFI(delta_family_vjp)(s, 1, h, dout, dh, g);
+    return lacs_internal_delta_family_vjp(s, 1, h, dout, dh, g);
 }
 
-int REF(efla_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_efla_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     int rc = lacs_internal_validate("efla_vjp", d, in, LACS_READS_BETA, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head_vjp)("efla_vjp", d, in, ct, STATE_KV, efla_vjp_kernel, gr);
+    return rc ? rc : lacs_internal_run_per_head_vjp("efla_vjp", d, in, ct, STATE_KV, efla_vjp_kernel, gr);
 }

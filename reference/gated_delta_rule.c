@@ -25,13 +25,13 @@ static int gated_delta_kernel(const sequence_head *s, real *h, real *o)
     for (int64_t t = 0; t < s->T; t++) {
         const real *k = s->k + t * K;
         for (int64_t c = 0; c < K; c++) {
-            real factor = exp(REFI(log_decay)(s, t, c));
+            real factor = exp(lacs_internal_log_decay(s, t, c));
             for (int64_t j = 0; j < V; j++)
                 h[c * V + j] *= factor;
         }
-        REFI(delta_correction)(K, V, h, k, s->v + t * V, s->beta[t], u); /* reads the decayed state */
-        REFI(state_add_outer)(K, V, h, 1, k, u);
-        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+        lacs_internal_delta_correction(K, V, h, k, s->v + t * V, s->beta[t], u); /* reads the decayed state */
+        lacs_internal_state_add_outer(K, V, h, 1, k, u);
+        lacs_internal_state_readout(K, V, h, s->q + t * K, s->scale, o + t * V);
     }
     free(u);
     return LACS_OK;
@@ -47,12 +47,12 @@ static int comba_kernel(const sequence_head *s, real *h, real *o)
         return LACS_ERR_MEMORY;
     for (int64_t t = 0; t < s->T; t++) {
         const real *k = s->k + t * K;
-        REFI(delta_correction)(K, V, h, k, s->v + t * V, s->beta[t], u); /* before the decay */
+        lacs_internal_delta_correction(K, V, h, k, s->v + t * V, s->beta[t], u); /* before the decay */
         real gamma = exp(s->g[t]);
         for (int64_t i = 0; i < K * V; i++)
             h[i] *= gamma;
-        REFI(state_add_outer)(K, V, h, 1, k, u);
-        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+        lacs_internal_state_add_outer(K, V, h, 1, k, u);
+        lacs_internal_state_readout(K, V, h, s->q + t * K, s->scale, o + t * V);
     }
     free(u);
     return LACS_OK;
@@ -68,25 +68,25 @@ static int validate_gated(const char *op, const lacs_dims *d, const lacs_inputs 
                                                 "'gk' (per-channel decay, KDA)");
 }
 
-int REF(gated_delta_rule)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_gated_delta_rule(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = validate_gated("gated_delta_rule", d, in);
-    return rc ? rc : REFI(run_per_head)("gated_delta_rule", d, in, STATE_KV, gated_delta_kernel, o, ht, NULL);
+    return rc ? rc : lacs_internal_run_per_head("gated_delta_rule", d, in, STATE_KV, gated_delta_kernel, o, ht, NULL);
 }
 
-int REF(gated_delta_rule_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_gated_delta_rule_matrix(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     const char *op = "gated_delta_rule_matrix";
     int rc = validate_gated(op, d, in);
     if (!rc)
         rc = lacs_internal_check_beta_nonnegative(op, d, in, "this form absorbs beta as sqrt(beta)");
-    return rc ? rc : REFI(run_per_head)(op, d, in, STATE_KV, REFI(delta_matrix_kernel), o, ht, NULL);
+    return rc ? rc : lacs_internal_run_per_head(op, d, in, STATE_KV, lacs_internal_delta_matrix_kernel, o, ht, NULL);
 }
 
-int REF(comba)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_comba(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     int rc = lacs_internal_validate("comba", d, in, LACS_READS_BETA | LACS_READS_G, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)("comba", d, in, STATE_KV, comba_kernel, o, ht, NULL);
+    return rc ? rc : lacs_internal_run_per_head("comba", d, in, STATE_KV, comba_kernel, o, ht, NULL);
 }
 
 /* ---- gradients (SPEC.md 4.19) ---- */
@@ -95,7 +95,7 @@ int REF(comba)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
  * decay of the state's rows, dlog giving dg (summed over rows) or dgk. */
 static int gated_delta_vjp_kernel(const sequence_head *s, real *h, const real *dout, real *dh, head_grads *g)
 {
-    return REFI(delta_family_vjp)(s, 0, h, dout, dh, g);
+    return lacs_internal_delta_family_vjp(s, 0, h, dout, dh, g);
 }
 
 /* The adjoint of Comba (H8 second form), token by token in reverse, after
@@ -116,11 +116,11 @@ static int comba_vjp_kernel(const sequence_head *s, real *h, const real *dout, r
     for (int64_t t = 0; t < T && rc == LACS_OK; t++) { /* the forward, as comba_kernel */
         const real *k = s->k + t * K;
         memcpy(states + t * K * V, h, (size_t)(K * V) * sizeof(real));
-        REFI(delta_correction)(K, V, h, k, s->v + t * V, s->beta[t], u);
+        lacs_internal_delta_correction(K, V, h, k, s->v + t * V, s->beta[t], u);
         real gamma = exp(s->g[t]);
         for (int64_t i = 0; i < K * V; i++)
             h[i] *= gamma;
-        REFI(state_add_outer)(K, V, h, 1, k, u);
+        lacs_internal_state_add_outer(K, V, h, 1, k, u);
     }
     if (rc == LACS_OK)
         memcpy(states + T * K * V, h, (size_t)(K * V) * sizeof(real));
@@ -128,8 +128,8 @@ static int comba_vjp_kernel(const sequence_head *s, real *h, const real *dout, r
         const real *q = s->q + t * K, *k = s->k + t * K, *v = s->v + t * V, *prev = states + t * K * V;
         const real beta = s->beta[t], gamma = exp(s->g[t]);
         real *dk = g->dk + t * K;
-        REFI(readout_adjoint)(K, V, states + (t + 1) * K * V, q, s->scale, dout + t * V, g->dq + t * K, dh);
-        REFI(state_readout)(K, V, prev, k, 1, p);
+        lacs_internal_readout_adjoint(K, V, states + (t + 1) * K * V, q, s->scale, dout + t * V, g->dq + t * K, dh);
+        lacs_internal_state_readout(K, V, prev, k, 1, p);
         real dbeta = 0;
         for (int64_t j = 0; j < V; j++) {
             const real e = v[j] - p[j];
@@ -148,10 +148,10 @@ static int comba_vjp_kernel(const sequence_head *s, real *h, const real *dout, r
                 dh[c * V + j] = gamma * dh[c * V + j] + k[c] * dp;
             }
         g->dbeta[t] = dbeta;
-        REFI(state_rounded)(K, V, dh);
+        lacs_internal_state_rounded(K, V, dh);
     }
     if (rc == LACS_OK)
-        REFI(gate_gradient_rounded)(s, g);
+        lacs_internal_gate_gradient_rounded(s, g);
     free(states);
     free(u);
     free(p);
@@ -159,16 +159,16 @@ static int comba_vjp_kernel(const sequence_head *s, real *h, const real *dout, r
     return rc;
 }
 
-int REF(gated_delta_rule_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
-                              const grads_out *gr)
+int lacs_ref_gated_delta_rule_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                                  const grads_out *gr)
 {
     int rc = validate_gated("gated_delta_rule_vjp", d, in);
     return rc ? rc
-              : REFI(run_per_head_vjp)("gated_delta_rule_vjp", d, in, ct, STATE_KV, gated_delta_vjp_kernel, gr);
+              : lacs_internal_run_per_head_vjp("gated_delta_rule_vjp", d, in, ct, STATE_KV, gated_delta_vjp_kernel, gr);
 }
 
-int REF(comba_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_comba_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     int rc = lacs_internal_validate("comba_vjp", d, in, LACS_READS_BETA | LACS_READS_G, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head_vjp)("comba_vjp", d, in, ct, STATE_KV, comba_vjp_kernel, gr);
+    return rc ? rc : lacs_internal_run_per_head_vjp("comba_vjp", d, in, ct, STATE_KV, comba_vjp_kernel, gr);
 }

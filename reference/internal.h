@@ -4,7 +4,11 @@
  * (real = double, public names lacs_ref_*), once with -DLACS_REAL_LONG_DOUBLE
  * (real = long double, names lacs_ref_*_ld). <tgmath.h> makes exp, expm1,
  * sqrt, ... pick the function of the argument's type, so the code reads the
- * same in both. REF() names a public function, REFI() an internal one.
+ * same in both. Each function is written under its double name
+ * (int lacs_ref_delta_rule(...), so that grep finds it); the build gives it
+ * its long-double name in the second build by compiling with
+ * -include reference/rename_ld.h (and the zoo's binary32 build its _f32 name
+ * by a rename_f32.h the Makefile derives from that header).
  */
 #ifndef LACS_REFERENCE_INTERNAL_H
 #define LACS_REFERENCE_INTERNAL_H
@@ -14,6 +18,13 @@
 
 #include "lacs/prng.h"
 #include "lacs/types.h"
+
+/* What is compiled once and shared with the layers above: the thread's last
+ * error (core/error.h), the checks of a call (validate.h), the gauge's state
+ * noise (noise.h). */
+#include "../core/error.h"
+#include "noise.h"
+#include "validate.h"
 
 #include <float.h>
 
@@ -25,64 +36,19 @@ typedef float real;
 #define REAL_EPSILON FLT_EPSILON
 typedef lacs_analytic_fn_f32 analytic_fn;
 typedef lacs_ref_grads_f32 grads_out;
-#define REF(name) lacs_ref_##name##_f32
-#define REFI(name) lacs_internal_##name##_f32
 #elif defined(LACS_REAL_LONG_DOUBLE)
 #include "lacs/reference_ld.h"
 typedef long double real;
 #define REAL_EPSILON LDBL_EPSILON
 typedef lacs_analytic_fn_ld analytic_fn;
 typedef lacs_ref_grads_ld grads_out;
-#define REF(name) lacs_ref_##name##_ld
-#define REFI(name) lacs_internal_##name##_ld
 #else
 #include "lacs/reference.h"
 typedef double real;
 #define REAL_EPSILON DBL_EPSILON
 typedef lacs_analytic_fn analytic_fn;
 typedef lacs_ref_grads grads_out;
-#define REF(name) lacs_ref_##name
-#define REFI(name) lacs_internal_##name
 #endif
-
-/* ---- compiled once (error.c, validate.c) ---- */
-
-/* Records the thread's last error ("op: message") and returns code. */
-int lacs_internal_error(int code, const char *op, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Which inputs an op reads. */
-enum {
-    LACS_READS_BETA = 1u << 0,
-    LACS_READS_G = 1u << 1,
-    LACS_READS_GK = 1u << 2,
-    LACS_READS_G_GAMMA = 1u << 3,
-    LACS_READS_H0 = 1u << 4,
-    LACS_READS_W = 1u << 5,
-    LACS_READS_LAMBDA = 1u << 6,
-    LACS_READS_H0_KK = 1u << 7
-};
-/* Checks dims, cu_seqlens and that the inputs given are exactly those the op
- * reads (`required` must be given, `optional` may be, nothing else). */
-int lacs_internal_validate(const char *op, const lacs_dims *d, const lacs_inputs *in,
-                           unsigned required, unsigned optional);
-/* Two inputs of which an op reads exactly one (gated_delta_rule's g or gk,
- * fox's g or g_gamma): LACS_ERR_INPUT naming both when neither or both are given. */
-int lacs_internal_check_exactly_one(const char *op, const void *a, const char *a_name, const void *b,
-                                     const char *b_name);
-/* Every beta must be >= 0 (the absorbed forms H7, H9, H12 take sqrt(beta));
- * `why` ends the error message. */
-int lacs_internal_check_beta_nonnegative(const char *op, const lacs_dims *d, const lacs_inputs *in,
-                                         const char *why);
-/* The gauge's state noise (reference/noise.c, SPEC.md 11.2): while on (per
- * thread), lacs_internal_perturb_state multiplies each element by 1 +- delta
- * (binary32's rounding, in the tier's units) and lacs_internal_perturb_stored
- * by 1 +- delta_stored (a value stored in the tier's precision). */
-void lacs_internal_state_noise(int on, uint64_t seed, double delta, double delta_stored);
-void lacs_internal_perturb_state(double *x, int64_t n);
-void lacs_internal_perturb_stored(double *x, int64_t n);
-/* Number of sequences: B, or N with cu_seqlens. */
-int64_t lacs_internal_sequence_count(const lacs_dims *d);
 
 /* ---- compiled in both precisions ---- */
 
@@ -112,8 +78,8 @@ typedef int (*head_kernel)(const sequence_head *s, real *h, real *o);
 /* For each sequence and each value head hv (reading q/k/w head hv / G, G = HV/H):
  * gathers the inputs, loads the initial state (or zeros), calls kernel, and
  * scatters o and the final state (ht, and ht_kk for STATE_KV_KK; either may be NULL). */
-int REFI(run_per_head)(const char *op, const lacs_dims *d, const lacs_inputs *in,
-                       int state, head_kernel kernel, real *o, real *ht, real *ht_kk);
+int lacs_internal_run_per_head(const char *op, const lacs_dims *d, const lacs_inputs *in,
+                               int state, head_kernel kernel, real *o, real *ht, real *ht_kk);
 
 /* ---- gradients (SPEC.md 4.19) ----
  * One (sequence, value head) of a VJP, its gradients in contiguous arrays of
@@ -139,72 +105,72 @@ typedef int (*head_vjp_kernel)(const sequence_head *s, real *h, const real *dout
  * gradients: dq, dk, dw summed over the G value heads of their q/k head,
  * dg_gamma and dlambda summed over sequences, the others written. Checks the
  * cotangents and the gradient pointers (SPEC.md 4.19) first. */
-int REFI(run_per_head_vjp)(const char *op, const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
-                           int state, head_vjp_kernel kernel, const grads_out *gr);
+int lacs_internal_run_per_head_vjp(const char *op, const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct,
+                                   int state, head_vjp_kernel kernel, const grads_out *gr);
 
 /* The delta rule's adjoint (delta_rule.c), shared by DeltaNet, Gated DeltaNet,
  * KDA and EFLA: coefficient c_t = beta_t, or EFLA's (efla = 1). */
-int REFI(delta_family_vjp)(const sequence_head *s, int efla, real *h, const real *dout, real *dh, head_grads *g);
+int lacs_internal_delta_family_vjp(const sequence_head *s, int efla, real *h, const real *dout, real *dh, head_grads *g);
 /* The readout's adjoint, o = scale h^T q: dq = scale h do, dh += scale q do^T. */
-void REFI(readout_adjoint)(int64_t K, int64_t V, const real *h, const real *q, real scale, const real *dout,
-                           real *dq, real *dh);
+void lacs_internal_readout_adjoint(int64_t K, int64_t V, const real *h, const real *q, real scale, const real *dout,
+                                   real *dq, real *dh);
 /* The gauge's model of a rounded state, for a state carried by an adjoint
  * (reference/noise.c): off outside the gauge, and in every build but double. */
-void REFI(state_rounded)(int64_t K, int64_t V, real *h);
+void lacs_internal_state_rounded(int64_t K, int64_t V, real *h);
 /* The softmax's adjoint on one row of n weights p (sum 1): dl_j = p_j (dp_j - sum_m p_m dp_m),
  * computed about the largest weight so that a saturated row does not cancel (linalg.c). */
-void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl);
+void lacs_internal_softmax_adjoint(int64_t n, const real *p, const real *dp, real *dl);
 /* The gauge's model of a log gate's gradient taken as a chunked reverse cumulative sum in binary32 (linalg.c). */
-void REFI(gate_gradient_rounded)(const sequence_head *s, const head_grads *g);
+void lacs_internal_gate_gradient_rounded(const sequence_head *s, const head_grads *g);
 /* The gauge's model of weights rebuilt from a binary32 log-sum-exp lse (linalg.c). */
-void REFI(weights_from_rounded_lse)(int64_t n, real lse, real *p);
+void lacs_internal_weights_from_rounded_lse(int64_t n, real lse, real *p);
 /* A gate summed into the logits l_ij over j < tau <= i: dg_tau += factor sum_{j < tau} dl_j
  * for tau = 1 .. n-1 (dg strided by `stride`), one row of weights p and their adjoint dl. */
-void REFI(gate_row_adjoint)(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride);
+void lacs_internal_gate_row_adjoint(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride);
 
 /* H9 for the delta-rule family (delta_rule.c), shared by DeltaNet, Gated
  * DeltaNet and KDA: Gamma comes from whichever decay input the op was given. */
-int REFI(delta_matrix_kernel)(const sequence_head *s, real *h, real *o);
+int lacs_internal_delta_matrix_kernel(const sequence_head *s, real *h, real *o);
 
 /* ---- dense helpers (linalg.c), row-major n x n unless said ---- */
 
-void REFI(matmul)(int64_t n, int64_t m, int64_t p, const real *A, const real *B, real *C);
-real REFI(dot)(int64_t n, const real *a, const real *b);
+void lacs_internal_matmul(int64_t n, int64_t m, int64_t p, const real *A, const real *B, real *C);
+real lacs_internal_dot(int64_t n, const real *a, const real *b);
 /* Row-wise causal softmax of T x T logits L, in place: row i over j <= i (j < i
  * when strict), every other entry 0; a row with no admissible j is all 0. */
-void REFI(causal_softmax)(int64_t T, int strict, real *L);
+void lacs_internal_causal_softmax(int64_t T, int strict, real *L);
 /* Solves A x = b for symmetric positive definite A (n x n) by Cholesky, L
  * (n x n) being workspace. Returns -1, or the index of the first pivot that
  * is not positive (then x is not written). */
-int64_t REFI(cholesky_solve)(int64_t n, const real *A, const real *b, real *L, real *x);
+int64_t lacs_internal_cholesky_solve(int64_t n, const real *A, const real *b, real *L, real *x);
 /* Solves (I + L) X = R for X [n][m], L strictly lower (its diagonal and upper
  * part are not read), by forward substitution. X may alias R. */
-void REFI(unit_lower_solve)(int64_t n, int64_t m, const real *L, const real *R, real *X);
+void lacs_internal_unit_lower_solve(int64_t n, int64_t m, const real *L, const real *R, real *X);
 /* The state h [K][V] and one token: o = scale h^T x (the readout, and with
  * scale 1 the prediction h^T k); h += coef x y^T (a rank-1 write). */
-void REFI(state_readout)(int64_t K, int64_t V, const real *h, const real *x, real scale, real *o);
-void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real *x, const real *y);
+void lacs_internal_state_readout(int64_t K, int64_t V, const real *h, const real *x, real scale, real *o);
+void lacs_internal_state_add_outer(int64_t K, int64_t V, real *h, real coef, const real *x, const real *y);
 /* H4: the natural-log decay of state row c at token tau: gk[tau][c], g[tau],
  * g_gamma, or 0 when the op has no decay. */
-real REFI(log_decay)(const sequence_head *s, int64_t tau, int64_t c);
+real lacs_internal_log_decay(const sequence_head *s, int64_t tau, int64_t c);
 /* The delta rule's correction (H6): u = coef (v - h^T k), the step towards v
  * from the state's current prediction for k. The caller writes h += k u^T. */
-void REFI(delta_correction)(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,
-                            real *u);
+void lacs_internal_delta_correction(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,
+                                    real *u);
 /* Masked, decayed scores: S[i][j] = sum_c X[i][c] Y[j][c] Gamma^c_ij for j <= i
  * (j < i when strict), 0 above, where log Gamma^c_ij = sum_{tau=j+1..i} of the
  * head's log decay at tau for channel c (g_gamma, g, or gk[c]; none: 0, M).
  * h0_decay[i][c] = Gamma^c_{i,-1}, the decay of the initial state up to i.
  * H9's Gamma, computed by sums of logs in the order of the recurrence.
  * Returns LACS_OK or LACS_ERR_MEMORY. */
-int REFI(decayed_scores)(const sequence_head *s, const real *X, const real *Y, int strict,
+int lacs_internal_decayed_scores(const sequence_head *s, const real *X, const real *Y, int strict,
                           real *S, real *h0_decay);
 /* The final state of a decayed sum (H9 at t = T - 1), given the write rows X
  * [T][K] and U [T][V]: h <- Gamma_{T-1,-1} h + sum_j Gamma_{T-1,j} x_j u_j^T,
  * channel by channel (h holds h0 on entry). */
-void REFI(decayed_final_state)(const sequence_head *s, const real *X, const real *U, real *h);
+void lacs_internal_decayed_final_state(const sequence_head *s, const real *X, const real *U, real *h);
 /* RMS normalisation of one vector: x / sqrt(mean(x^2) + eps); a zero vector
  * with eps = 0 gives zeros (SPEC.md, H3). */
-void REFI(rms_normalize)(int64_t n, real eps, real *x);
+void lacs_internal_rms_normalize(int64_t n, real eps, real *x);
 
 #endif

@@ -8,7 +8,7 @@
 /* C [n][p] = A [n][m] B [m][p]; C must not alias A or B. Each C_ij is
  * 0 + A_i0 B_0j + A_i1 B_1j + ..., summed in that order; the loops run over
  * l before j so that B is read by rows (the same sums, much faster at T = 1024). */
-void REFI(matmul)(int64_t n, int64_t m, int64_t p, const real *A, const real *B, real *C)
+void lacs_internal_matmul(int64_t n, int64_t m, int64_t p, const real *A, const real *B, real *C)
 {
     for (int64_t i = 0; i < n; i++) {
         real *row = C + i * p;
@@ -24,7 +24,7 @@ void REFI(matmul)(int64_t n, int64_t m, int64_t p, const real *A, const real *B,
  * the rows above being final already. This is H7's u_t recurrence. X may be
  * R (in place). Each element subtracts its terms in the order j = 0, 1, ...;
  * the loops run over j before c so that X is read by rows. */
-void REFI(unit_lower_solve)(int64_t n, int64_t m, const real *L, const real *R, real *X)
+void lacs_internal_unit_lower_solve(int64_t n, int64_t m, const real *L, const real *R, real *X)
 {
     for (int64_t i = 0; i < n; i++) {
         real *row = X + i * m;
@@ -36,7 +36,7 @@ void REFI(unit_lower_solve)(int64_t n, int64_t m, const real *L, const real *R, 
     }
 }
 
-real REFI(dot)(int64_t n, const real *a, const real *b)
+real lacs_internal_dot(int64_t n, const real *a, const real *b)
 {
     real sum = 0;
     for (int64_t i = 0; i < n; i++)
@@ -46,7 +46,7 @@ real REFI(dot)(int64_t n, const real *a, const real *b)
 
 /* exp(x) overflows double for x > 709, so each row subtracts its maximum
  * first: the ratios are unchanged and every exponent is <= 0. */
-void REFI(causal_softmax)(int64_t T, int strict, real *L)
+void lacs_internal_causal_softmax(int64_t T, int strict, real *L)
 {
     for (int64_t i = 0; i < T; i++) {
         real *row = L + i * T;
@@ -61,7 +61,7 @@ void REFI(causal_softmax)(int64_t T, int strict, real *L)
     }
 }
 
-int64_t REFI(cholesky_solve)(int64_t n, const real *A, const real *b, real *L, real *x)
+int64_t lacs_internal_cholesky_solve(int64_t n, const real *A, const real *b, real *L, real *x)
 {
     real largest = 0;
     for (int64_t i = 0; i < n; i++)
@@ -100,7 +100,7 @@ int64_t REFI(cholesky_solve)(int64_t n, const real *A, const real *b, real *L, r
 /* o = scale h^T x: each o_c is scale * (0 + h_0c x_0 + h_1c x_1 + ...), summed
  * in that order; four columns at a time, so that h is read along its rows
  * (the same sums, in registers). o must not alias h or x. */
-void REFI(state_readout)(int64_t K, int64_t V, const real *h, const real *x, real scale, real *o)
+void lacs_internal_state_readout(int64_t K, int64_t V, const real *h, const real *x, real scale, real *o)
 {
     int64_t c = 0;
     for (; c + 4 <= V; c += 4) {
@@ -125,7 +125,7 @@ void REFI(state_readout)(int64_t K, int64_t V, const real *h, const real *x, rea
     }
 }
 
-void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real *x, const real *y)
+void lacs_internal_state_add_outer(int64_t K, int64_t V, real *h, real coef, const real *x, const real *y)
 {
     for (int64_t i = 0; i < K; i++)
         for (int64_t c = 0; c < V; c++)
@@ -135,7 +135,7 @@ void REFI(state_add_outer)(int64_t K, int64_t V, real *h, real coef, const real 
 #endif
 }
 
-void REFI(state_rounded)(int64_t K, int64_t V, real *h)
+void lacs_internal_state_rounded(int64_t K, int64_t V, real *h)
 {
 #if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
     lacs_internal_perturb_state(h, K * V); /* the gauge's model of a rounded state; off otherwise */
@@ -148,8 +148,8 @@ void REFI(state_rounded)(int64_t K, int64_t V, real *h)
 
 /* o = scale h^T q, i.e. o_j = scale sum_c h[c][j] q[c]: do_j reaches q[c]
  * through scale h[c][j] and h[c][j] through scale q[c]. */
-void REFI(readout_adjoint)(int64_t K, int64_t V, const real *h, const real *q, real scale, const real *dout,
-                           real *dq, real *dh)
+void lacs_internal_readout_adjoint(int64_t K, int64_t V, const real *h, const real *q, real scale, const real *dout,
+                                   real *dq, real *dh)
 {
     for (int64_t c = 0; c < K; c++) {
         real sum = 0;
@@ -172,7 +172,7 @@ void REFI(readout_adjoint)(int64_t K, int64_t V, const real *h, const real *q, r
  * implementation's rounding of it would move it: dl_m -= p_m (D' - D), with
  * D' - D of size u sum_m p_m |dp_m| at the tier's u (D is formed from the
  * stored output). */
-void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl)
+void lacs_internal_softmax_adjoint(int64_t n, const real *p, const real *dp, real *dl)
 {
     int64_t J = 0;
     for (int64_t j = 1; j < n; j++)
@@ -202,7 +202,7 @@ void REFI(softmax_adjoint)(int64_t n, const real *p, const real *dp, real *dl)
  * row's normalisation no longer removes. The gauge (SPEC.md 11.2) models it:
  * under its noise the weights are scaled by 1 -+ delta |lse|; otherwise (and
  * in every build but double) nothing happens. */
-void REFI(weights_from_rounded_lse)(int64_t n, real lse, real *p)
+void lacs_internal_weights_from_rounded_lse(int64_t n, real lse, real *p)
 {
 #if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
     const double size = fabs(lse);
@@ -225,7 +225,7 @@ void REFI(weights_from_rounded_lse)(int64_t n, real lse, real *p)
  * tiny. The gauge (SPEC.md 11.2) models it: under its noise, dlog[s][c]
  * moves by sum_{t >= s, same chunk} +-delta m_t[c]; otherwise, and in every
  * build but double, nothing happens. */
-void REFI(gate_gradient_rounded)(const sequence_head *s, const head_grads *g)
+void lacs_internal_gate_gradient_rounded(const sequence_head *s, const head_grads *g)
 {
 #if !defined(LACS_REAL_LONG_DOUBLE) && !defined(LACS_REAL_FLOAT)
     const int64_t K = s->K;
@@ -255,7 +255,7 @@ void REFI(gate_gradient_rounded)(const sequence_head *s, const head_grads *g)
  * The dl_j sum to 0 (the weights sum to 1), so the sum is also
  * -sum_{j >= tau} dl_j: the side without the largest weight p_J is summed,
  * since dl_J is minus the sum of all the others and would cancel. */
-void REFI(gate_row_adjoint)(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride)
+void lacs_internal_gate_row_adjoint(int64_t n, const real *p, const real *dl, real factor, real *dg, int64_t stride)
 {
     int64_t J = 0;
     for (int64_t j = 1; j < n; j++)
@@ -273,15 +273,15 @@ void REFI(gate_row_adjoint)(int64_t n, const real *p, const real *dl, real facto
     }
 }
 
-void REFI(delta_correction)(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,
-                            real *u)
+void lacs_internal_delta_correction(int64_t K, int64_t V, const real *h, const real *k, const real *v, real coef,
+                                    real *u)
 {
-    REFI(state_readout)(K, V, h, k, 1, u); /* the prediction h^T k */
+    lacs_internal_state_readout(K, V, h, k, 1, u); /* the prediction h^T k */
     for (int64_t c = 0; c < V; c++)
         u[c] = coef * (v[c] - u[c]);
 }
 
-real REFI(log_decay)(const sequence_head *s, int64_t tau, int64_t c)
+real lacs_internal_log_decay(const sequence_head *s, int64_t tau, int64_t c)
 {
     if (s->gk)
         return s->gk[tau * s->K + c];
@@ -290,7 +290,7 @@ real REFI(log_decay)(const sequence_head *s, int64_t tau, int64_t c)
     return s->g_gamma;
 }
 
-int REFI(decayed_scores)(const sequence_head *s, const real *X, const real *Y, int strict,
+int lacs_internal_decayed_scores(const sequence_head *s, const real *X, const real *Y, int strict,
                           real *S, real *h0_decay)
 {
     const int64_t T = s->T, K = s->K;
@@ -306,7 +306,7 @@ int REFI(decayed_scores)(const sequence_head *s, const real *X, const real *Y, i
                 sum += X[i * K + c] * Y[j * K + c] * exp(log_gamma[c]);
             S[i * T + j] = (strict && j == i) ? 0 : sum;
             for (int64_t c = 0; c < K; c++)
-                log_gamma[c] += REFI(log_decay)(s, j, c);
+                log_gamma[c] += lacs_internal_log_decay(s, j, c);
         }
         for (int64_t j = i + 1; j < T; j++)
             S[i * T + j] = 0;
@@ -318,13 +318,13 @@ int REFI(decayed_scores)(const sequence_head *s, const real *X, const real *Y, i
     return LACS_OK;
 }
 
-void REFI(decayed_final_state)(const sequence_head *s, const real *X, const real *U, real *h)
+void lacs_internal_decayed_final_state(const sequence_head *s, const real *X, const real *U, real *h)
 {
     const int64_t K = s->K, V = s->V;
     for (int64_t r = 0; r < K; r++) {
         real log_total = 0; /* sum_{tau=0..T-1}: the initial state's decay */
         for (int64_t j = s->T - 1; j >= 0; j--)
-            log_total += REFI(log_decay)(s, j, r);
+            log_total += lacs_internal_log_decay(s, j, r);
         for (int64_t c = 0; c < V; c++)
             h[r * V + c] *= exp(log_total);
         real log_gamma = 0; /* sum_{tau=j+1..T-1} for the current j */
@@ -332,12 +332,12 @@ void REFI(decayed_final_state)(const sequence_head *s, const real *X, const real
             real w = exp(log_gamma) * X[j * K + r];
             for (int64_t c = 0; c < V; c++)
                 h[r * V + c] += w * U[j * V + c];
-            log_gamma += REFI(log_decay)(s, j, r);
+            log_gamma += lacs_internal_log_decay(s, j, r);
         }
     }
 }
 
-void REFI(rms_normalize)(int64_t n, real eps, real *x)
+void lacs_internal_rms_normalize(int64_t n, real eps, real *x)
 {
     real sum_sq = 0;
     for (int64_t i = 0; i < n; i++)
@@ -365,7 +365,7 @@ static real norm1(int64_t n, const real *X)
  * remainder below 0.5^30 / 30! ~ 4e-42, far under long double's epsilon.
  * Then s doublings: psi(2Y) = psi(Y)(e^Y + I)/2 (from e^{2Y} - I =
  * (e^Y - I)(e^Y + I)), e^{2Y} = (e^Y)^2. */
-int REF(expm_psi)(int64_t n, const real *X, real *expX, real *psiX)
+int lacs_ref_expm_psi(int64_t n, const real *X, real *expX, real *psiX)
 {
     size_t bytes = (size_t)(n * n) * sizeof(real);
     real *Y = malloc(bytes), *term = malloc(bytes), *next = malloc(bytes);
@@ -389,7 +389,7 @@ int REF(expm_psi)(int64_t n, const real *X, real *expX, real *psiX)
         P[i] = term[i];
     }
     for (int m = 1; m <= 30; m++) {
-        REFI(matmul)(n, n, n, term, Y, next);
+        lacs_internal_matmul(n, n, n, term, Y, next);
         for (int64_t i = 0; i < n * n; i++) {
             term[i] = next[i] / m;
             E[i] += term[i];
@@ -400,10 +400,10 @@ int REF(expm_psi)(int64_t n, const real *X, real *expX, real *psiX)
         memcpy(tmp, E, bytes);
         for (int64_t i = 0; i < n; i++)
             tmp[i * n + i] += 1;
-        REFI(matmul)(n, n, n, P, tmp, next);
+        lacs_internal_matmul(n, n, n, P, tmp, next);
         for (int64_t i = 0; i < n * n; i++)
             P[i] = next[i] / 2;
-        REFI(matmul)(n, n, n, E, E, next);
+        lacs_internal_matmul(n, n, n, E, E, next);
         memcpy(E, next, bytes);
     }
     if (expX)
@@ -423,7 +423,7 @@ done:
 /* Cyclic Jacobi: rotate away each off-diagonal entry in turn. An entry below
  * epsilon/1000 of its diagonal pair is dropped (its effect on the eigenvalues
  * is below rounding); the sweeps stop when a sweep finds nothing to rotate. */
-int REF(symmetric_eigenvalues)(int64_t n, const real *A, real *eigenvalues)
+int lacs_ref_symmetric_eigenvalues(int64_t n, const real *A, real *eigenvalues)
 {
     real *M = malloc((size_t)(n * n + 1) * sizeof(real));
     if (!M)

@@ -18,12 +18,12 @@ static int decayed_recurrent_kernel(const sequence_head *s, real *h, real *o)
     const int64_t K = s->K, V = s->V;
     for (int64_t t = 0; t < s->T; t++) {
         for (int64_t c = 0; c < K; c++) {
-            real factor = exp(REFI(log_decay)(s, t, c)); /* exactly 1 without decay */
+            real factor = exp(lacs_internal_log_decay(s, t, c)); /* exactly 1 without decay */
             for (int64_t j = 0; j < V; j++)
                 h[c * V + j] *= factor;
         }
-        REFI(state_add_outer)(K, V, h, 1, s->k + t * K, s->v + t * V);
-        REFI(state_readout)(K, V, h, s->q + t * K, s->scale, o + t * V);
+        lacs_internal_state_add_outer(K, V, h, 1, s->k + t * K, s->v + t * V);
+        lacs_internal_state_readout(K, V, h, s->q + t * K, s->scale, o + t * V);
     }
     return LACS_OK;
 }
@@ -33,7 +33,7 @@ static int postnorm_kernel(const sequence_head *s, real *h, real *o)
 {
     int rc = decayed_recurrent_kernel(s, h, o);
     for (int64_t t = 0; t < s->T && rc == LACS_OK; t++)
-        REFI(rms_normalize)(s->V, s->eps, o + t * s->V);
+        lacs_internal_rms_normalize(s->V, s->eps, o + t * s->V);
     return rc;
 }
 
@@ -47,7 +47,7 @@ static int decayed_matrix_kernel(const sequence_head *s, real *h, real *o)
     real *h0_decay = malloc((size_t)(T * K + 1) * sizeof(real));
     int rc = (A && h0_decay) ? LACS_OK : LACS_ERR_MEMORY;
     if (rc == LACS_OK)
-        rc = REFI(decayed_scores)(s, s->q, s->k, 0, A, h0_decay);
+        rc = lacs_internal_decayed_scores(s, s->q, s->k, 0, A, h0_decay);
     for (int64_t i = 0; i < T && rc == LACS_OK; i++)
         for (int64_t c = 0; c < V; c++) {
             real sum = 0;
@@ -58,7 +58,7 @@ static int decayed_matrix_kernel(const sequence_head *s, real *h, real *o)
             o[i * V + c] = s->scale * sum;
         }
     if (rc == LACS_OK)
-        REFI(decayed_final_state)(s, s->k, s->v, h);
+        lacs_internal_decayed_final_state(s, s->k, s->v, h);
     free(A);
     free(h0_decay);
     return rc;
@@ -68,52 +68,52 @@ static int run(const char *op, const lacs_dims *d, const lacs_inputs *in, unsign
                head_kernel kernel, real *o, real *ht)
 {
     int rc = lacs_internal_validate(op, d, in, decay_input, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head)(op, d, in, STATE_KV, kernel, o, ht, NULL);
+    return rc ? rc : lacs_internal_run_per_head(op, d, in, STATE_KV, kernel, o, ht, NULL);
 }
 
-int REF(linear_attn)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_linear_attn(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("linear_attn", d, in, STATE_NONE, decayed_recurrent_kernel, o, ht);
 }
 
-int REF(linear_attn_postnorm)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_linear_attn_postnorm(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     if (in && !(in->eps >= 0))
         return lacs_internal_error(LACS_ERR_PARAM, "linear_attn_postnorm", "eps = %g must be >= 0", in->eps);
     return run("linear_attn_postnorm", d, in, STATE_NONE, postnorm_kernel, o, ht);
 }
 
-int REF(retention)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_retention(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("retention", d, in, LACS_READS_G_GAMMA, decayed_recurrent_kernel, o, ht);
 }
 
-int REF(simple_gla)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_simple_gla(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("simple_gla", d, in, LACS_READS_G, decayed_recurrent_kernel, o, ht);
 }
 
-int REF(gla)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_gla(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("gla", d, in, LACS_READS_GK, decayed_recurrent_kernel, o, ht);
 }
 
-int REF(linear_attn_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_linear_attn_matrix(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("linear_attn_matrix", d, in, STATE_NONE, decayed_matrix_kernel, o, ht);
 }
 
-int REF(retention_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_retention_matrix(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("retention_matrix", d, in, LACS_READS_G_GAMMA, decayed_matrix_kernel, o, ht);
 }
 
-int REF(simple_gla_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_simple_gla_matrix(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("simple_gla_matrix", d, in, LACS_READS_G, decayed_matrix_kernel, o, ht);
 }
 
-int REF(gla_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
+int lacs_ref_gla_matrix(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht)
 {
     return run("gla_matrix", d, in, LACS_READS_GK, decayed_matrix_kernel, o, ht);
 }
@@ -140,16 +140,16 @@ static int decayed_recurrent_vjp_kernel(const sequence_head *s, real *h, const r
     for (int64_t t = 0; t < T; t++) { /* the forward, as decayed_recurrent_kernel */
         memcpy(states + t * K * V, h, (size_t)(K * V) * sizeof(real));
         for (int64_t c = 0; c < K; c++) {
-            real factor = exp(REFI(log_decay)(s, t, c));
+            real factor = exp(lacs_internal_log_decay(s, t, c));
             for (int64_t j = 0; j < V; j++)
                 h[c * V + j] *= factor;
         }
-        REFI(state_add_outer)(K, V, h, 1, s->k + t * K, s->v + t * V);
+        lacs_internal_state_add_outer(K, V, h, 1, s->k + t * K, s->v + t * V);
     }
     memcpy(states + T * K * V, h, (size_t)(K * V) * sizeof(real));
     for (int64_t t = T - 1; t >= 0; t--) {
         const real *q = s->q + t * K, *k = s->k + t * K, *v = s->v + t * V;
-        REFI(readout_adjoint)(K, V, states + (t + 1) * K * V, q, s->scale, dout + t * V, g->dq + t * K, dh);
+        lacs_internal_readout_adjoint(K, V, states + (t + 1) * K * V, q, s->scale, dout + t * V, g->dq + t * K, dh);
         for (int64_t c = 0; c < K; c++)
             for (int64_t j = 0; j < V; j++) {
                 g->dk[t * K + c] += dh[c * V + j] * v[j];
@@ -157,16 +157,16 @@ static int decayed_recurrent_vjp_kernel(const sequence_head *s, real *h, const r
             }
         const real *prev = states + t * K * V;
         for (int64_t c = 0; c < K; c++) {
-            real factor = exp(REFI(log_decay)(s, t, c));
+            real factor = exp(lacs_internal_log_decay(s, t, c));
             for (int64_t j = 0; j < V; j++) {
                 decayed[c * V + j] = prev[c * V + j] * factor; /* h', as the forward computed it */
                 g->dlog[t * K + c] += dh[c * V + j] * decayed[c * V + j];
                 dh[c * V + j] *= factor;
             }
         }
-        REFI(state_rounded)(K, V, dh);
+        lacs_internal_state_rounded(K, V, dh);
     }
-    REFI(gate_gradient_rounded)(s, g);
+    lacs_internal_gate_gradient_rounded(s, g);
     free(states);
     free(decayed);
     return LACS_OK;
@@ -176,25 +176,25 @@ static int run_vjp(const char *op, const lacs_dims *d, const lacs_inputs *in, un
                    const lacs_cotangents *ct, const grads_out *gr)
 {
     int rc = lacs_internal_validate(op, d, in, decay_input, LACS_READS_H0);
-    return rc ? rc : REFI(run_per_head_vjp)(op, d, in, ct, STATE_KV, decayed_recurrent_vjp_kernel, gr);
+    return rc ? rc : lacs_internal_run_per_head_vjp(op, d, in, ct, STATE_KV, decayed_recurrent_vjp_kernel, gr);
 }
 
-int REF(linear_attn_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_linear_attn_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     return run_vjp("linear_attn_vjp", d, in, STATE_NONE, ct, gr);
 }
 
-int REF(retention_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_retention_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     return run_vjp("retention_vjp", d, in, LACS_READS_G_GAMMA, ct, gr);
 }
 
-int REF(simple_gla_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_simple_gla_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     return run_vjp("simple_gla_vjp", d, in, LACS_READS_G, ct, gr);
 }
 
-int REF(gla_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_gla_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     return run_vjp("gla_vjp", d, in, LACS_READS_GK, ct, gr);
 }

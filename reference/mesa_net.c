@@ -32,13 +32,13 @@ static int readout(const sequence_head *s, int64_t t, const real *h, const real 
         w->Hreg[i] = H[i];
     for (int64_t c = 0; c < K; c++)
         w->Hreg[c * K + c] += s->lambda[c];
-    int64_t pivot = REFI(cholesky_solve)(K, w->Hreg, s->q + t * K, w->L, w->x);
+    int64_t pivot = lacs_internal_cholesky_solve(K, w->Hreg, s->q + t * K, w->L, w->x);
     if (pivot >= 0)
         return lacs_internal_error(LACS_ERR_PARAM, NULL,
                                    "token %lld: H_t + diag(lambda) is not positive definite to "
                                    "working precision (Cholesky pivot %lld); give lambda > 0",
                                    (long long)t, (long long)pivot);
-    REFI(state_readout)(K, s->V, h, w->x, 1, o + t * s->V);
+    lacs_internal_state_readout(K, s->V, h, w->x, 1, o + t * s->V);
     return LACS_OK;
 }
 
@@ -71,8 +71,8 @@ static int mesa_kernel(const sequence_head *s, real *state, real *o)
             h[i] *= gamma;
         for (int64_t i = 0; i < K * K; i++)
             H[i] *= gamma;
-        REFI(state_add_outer)(K, V, h, beta, k, s->v + t * V);
-        REFI(state_add_outer)(K, K, H, beta, k, k);
+        lacs_internal_state_add_outer(K, V, h, beta, k, s->v + t * V);
+        lacs_internal_state_add_outer(K, K, H, beta, k, k);
         rc = readout(s, t, h, H, &w, o);
     }
     free_work(&w);
@@ -103,8 +103,8 @@ static int mesa_parallel_kernel(const sequence_head *s, real *state, real *o)
         real log_gamma = 0; /* sum_{tau=j+1..t} g_tau */
         for (int64_t j = t; j >= 0; j--) {
             const real coef = exp(log_gamma) * (s->beta ? s->beta[j] : 1);
-            REFI(state_add_outer)(K, V, h, coef, s->k + j * K, s->v + j * V);
-            REFI(state_add_outer)(K, K, H, coef, s->k + j * K, s->k + j * K);
+            lacs_internal_state_add_outer(K, V, h, coef, s->k + j * K, s->v + j * V);
+            lacs_internal_state_add_outer(K, K, H, coef, s->k + j * K, s->k + j * K);
             log_gamma += s->g ? s->g[j] : 0;
         }
         for (int64_t i = 0; i < K * V; i++)
@@ -134,15 +134,15 @@ static int run(const char *op, const lacs_dims *d, const lacs_inputs *in, head_k
     if (in->beta && (rc = lacs_internal_check_beta_nonnegative(op, d, in, "H_t must stay positive "
                                                                        "semidefinite")))
         return rc;
-    return REFI(run_per_head)(op, d, in, STATE_KV_KK, kernel, o, ht, ht_kk);
+    return lacs_internal_run_per_head(op, d, in, STATE_KV_KK, kernel, o, ht, ht_kk);
 }
 
-int REF(mesa_net)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht, real *ht_kk)
+int lacs_ref_mesa_net(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht, real *ht_kk)
 {
     return run("mesa_net", d, in, mesa_kernel, o, ht, ht_kk);
 }
 
-int REF(mesa_net_parallel)(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht, real *ht_kk)
+int lacs_ref_mesa_net_parallel(const lacs_dims *d, const lacs_inputs *in, real *o, real *ht, real *ht_kk)
 {
     return run("mesa_net_parallel", d, in, mesa_parallel_kernel, o, ht, ht_kk);
 }

@@ -2,9 +2,9 @@
  *
  * A legitimate implementation keeps its recurrent state in binary32 and rounds
  * it at every token, in either tier (SPEC.md 11.1); the gauge
- * (generators/gauge.c) models that by running the reference with every state
+ * (tolerance/gauge.c) models that by running the reference with every state
  * element multiplied by (1 +- delta), delta binary32's share of the tier's u,
- * the sign drawn at random, after each update (REFI(state_add_outer) calls
+ * the sign drawn at random, after each update (lacs_internal_state_add_outer calls
  * lacs_internal_perturb_state). Off unless the gauge turns it on for its own
  * thread; never on when a golden is computed.
  */

@@ -149,7 +149,7 @@ static real over_rms(real v, row_rms m) { return v / m.s / m.r; }
  * rms_normalize: x/rms has no limit at x = 0 (each direction gives its own
  * unit vector), so the value is a convention, the one every eps > 0 gives at
  * x = 0. */
-int REF(rmsnorm)(const double *x, int64_t rows, int64_t dim, double eps, const double *weight, real *y)
+int lacs_ref_rmsnorm(const double *x, int64_t rows, int64_t dim, double eps, const double *weight, real *y)
 {
     const char *op = "rmsnorm";
     int rc;
@@ -173,7 +173,7 @@ int REF(rmsnorm)(const double *x, int64_t rows, int64_t dim, double eps, const d
  * x_j / (d rms) still holds), only y no longer has norm sqrt(d). A zero row
  * with eps = 0 gives J = 0, matching the convention y = 0 there (the function
  * has no derivative at that point). */
-int REF(rmsnorm_jacobian)(const double *x, int64_t dim, double eps, real *J)
+int lacs_ref_rmsnorm_jacobian(const double *x, int64_t dim, double eps, real *J)
 {
     const char *op = "rmsnorm_jacobian";
     int rc;
@@ -196,8 +196,8 @@ int REF(rmsnorm_jacobian)(const double *x, int64_t dim, double eps, real *J)
  * O(dim) per row instead of forming J. dweight = sum over rows of dy (.) y.
  * Each row reads all of x and dy before writing dx, so in the double build dx
  * may alias x or dy. */
-int REF(rmsnorm_vjp)(const double *x, const double *dy, int64_t rows, int64_t dim, double eps,
-                     const double *weight, real *dx, real *dweight)
+int lacs_ref_rmsnorm_vjp(const double *x, const double *dy, int64_t rows, int64_t dim, double eps,
+                         const double *weight, real *dx, real *dweight)
 {
     const char *op = "rmsnorm_vjp";
     int rc;
@@ -237,8 +237,8 @@ int REF(rmsnorm_vjp)(const double *x, const double *dy, int64_t rows, int64_t di
  * build only: the long double product of two doubles is exact). alpha = 0 and
  * x = +-inf give 0 * inf = NaN, as IEEE: the limit depends on how alpha and x
  * approach it. */
-int REF(dyt)(const double *x, int64_t rows, int64_t dim, double alpha, const double *weight,
-             const double *bias, real *y)
+int lacs_ref_dyt(const double *x, int64_t rows, int64_t dim, double alpha, const double *weight,
+                 const double *bias, real *y)
 {
     const char *op = "dyt";
     int rc;
@@ -254,8 +254,8 @@ int REF(dyt)(const double *x, int64_t rows, int64_t dim, double alpha, const dou
 
 /* d/dx = weight alpha sech^2(alpha x), d/dalpha = weight x sech^2(alpha x),
  * d/dweight = tanh(alpha x), d/dbias = 1. */
-int REF(dyt_vjp)(const double *x, const double *dy, int64_t rows, int64_t dim, double alpha,
-                 const double *weight, real *dx, real *dalpha, real *dweight, real *dbias)
+int lacs_ref_dyt_vjp(const double *x, const double *dy, int64_t rows, int64_t dim, double alpha,
+                     const double *weight, real *dx, real *dalpha, real *dweight, real *dbias)
 {
     const char *op = "dyt_vjp";
     int rc;
@@ -316,8 +316,8 @@ static isru_value isru(real x, real C, real sqrt_C)
 
 /* N5: y = weight (.) x / sqrt(x^2 + C) + bias; the seed's solution of its ODE
  * is weight = sqrt(d), bias = 0. */
-int REF(dyisru)(const double *x, int64_t rows, int64_t dim, double C, const double *weight,
-                const double *bias, real *y)
+int lacs_ref_dyisru(const double *x, int64_t rows, int64_t dim, double C, const double *weight,
+                    const double *bias, real *y)
 {
     const char *op = "dyisru";
     int rc;
@@ -332,8 +332,8 @@ int REF(dyisru)(const double *x, int64_t rows, int64_t dim, double C, const doub
     return LACS_OK;
 }
 
-int REF(dyisru_vjp)(const double *x, const double *dy, int64_t rows, int64_t dim, double C,
-                    const double *weight, real *dx, real *dC, real *dweight, real *dbias)
+int lacs_ref_dyisru_vjp(const double *x, const double *dy, int64_t rows, int64_t dim, double C,
+                        const double *weight, real *dx, real *dC, real *dweight, real *dbias)
 {
     const char *op = "dyisru_vjp";
     int rc;
@@ -377,7 +377,7 @@ static real softcap_one(real x, real cap)
 }
 
 /* N6: y = cap tanh(x / cap). x = +-inf gives +-cap, x = +-0 gives +-0. */
-int REF(softcap)(const double *x, int64_t n, double cap, real *y)
+int lacs_ref_softcap(const double *x, int64_t n, double cap, real *y)
 {
     const char *op = "softcap";
     int rc;
@@ -412,7 +412,7 @@ static real softcap_dcap_term(real u)
     return tanh(u) - times_sech2(u, sech2(u));
 }
 
-int REF(softcap_vjp)(const double *x, const double *dy, int64_t n, double cap, real *dx, real *dcap)
+int lacs_ref_softcap_vjp(const double *x, const double *dy, int64_t n, double cap, real *dx, real *dcap)
 {
     const char *op = "softcap_vjp";
     int rc;

@@ -38,15 +38,15 @@ static void logits_to_output(const sequence_head *s, real *L, int gate_done, rea
             L[i * T + j] = s->scale * (L[i * T + j] + ((s->g && !gate_done) ? G_i - G_j : 0));
         }
     }
-    REFI(causal_softmax)(T, 0, L);
-    REFI(matmul)(T, T, s->V, L, s->v, o);
+    lacs_internal_causal_softmax(T, 0, L);
+    lacs_internal_matmul(T, T, s->V, L, s->v, o);
 }
 
 /* x -= beta_t w_t (w_t . x): one transition H_t applied to a vector. */
 static void apply_transition(const sequence_head *s, int64_t t, real *x)
 {
     const real *w = s->w + t * s->K;
-    const real coef = s->beta[t] * REFI(dot)(s->K, w, x);
+    const real coef = s->beta[t] * lacs_internal_dot(s->K, w, x);
     for (int64_t c = 0; c < s->K; c++)
         x[c] -= coef * w[c];
 }
@@ -73,7 +73,7 @@ static int path_kernel(const sequence_head *s, real *h, real *o)
                 apply_transition(s, t, x);
                 gate += s->g ? s->g[t] : 0;
             }
-            L[i * T + j] = REFI(dot)(K, s->q + i * K, x) + gate;
+            L[i * T + j] = lacs_internal_dot(K, s->q + i * K, x) + gate;
         }
     logits_to_output(s, L, 1, o);
     free(L);
@@ -113,8 +113,8 @@ static int path_recursive_kernel(const sequence_head *s, real *h, real *o)
                     for (int64_t c = 0; c < K; c++)
                         R[r * K + c] -= s->beta[i] * w[r] * wR[c];
             }
-            REFI(matmul)(K, K, 1, R, s->k + j * K, Rk);
-            L[i * T + j] = REFI(dot)(K, s->q + i * K, Rk);
+            lacs_internal_matmul(K, K, 1, R, s->k + j * K, Rk);
+            L[i * T + j] = lacs_internal_dot(K, s->q + i * K, Rk);
         }
     }
     logits_to_output(s, L, 0, o);
@@ -147,15 +147,15 @@ static int path_matrix_kernel(const sequence_head *s, real *h, real *o)
             Wt[t * K + c] = sqrt(s->beta[t]) * s->w[t * K + c];
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < T; j++) {
-            WW[i * T + j] = j < i ? REFI(dot)(K, Wt + i * K, Wt + j * K) : 0;
-            WK[i * T + j] = j < i ? REFI(dot)(K, Wt + i * K, s->k + j * K) : 0;
-            QW[i * T + j] = j <= i ? REFI(dot)(K, s->q + i * K, Wt + j * K) : 0;
+            WW[i * T + j] = j < i ? lacs_internal_dot(K, Wt + i * K, Wt + j * K) : 0;
+            WK[i * T + j] = j < i ? lacs_internal_dot(K, Wt + i * K, s->k + j * K) : 0;
+            QW[i * T + j] = j <= i ? lacs_internal_dot(K, s->q + i * K, Wt + j * K) : 0;
         }
-    REFI(unit_lower_solve)(T, T, WW, WK, X);
-    REFI(matmul)(T, T, T, QW, X, L);
+    lacs_internal_unit_lower_solve(T, T, WW, WK, X);
+    lacs_internal_matmul(T, T, T, QW, X, L);
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j <= i; j++)
-            L[i * T + j] = REFI(dot)(K, s->q + i * K, s->k + j * K) - L[i * T + j];
+            L[i * T + j] = lacs_internal_dot(K, s->q + i * K, s->k + j * K) - L[i * T + j];
     logits_to_output(s, L, 0, o);
 done:
     free(Wt);
@@ -172,20 +172,20 @@ static int run(const char *op, const lacs_dims *d, const lacs_inputs *in, head_k
     int rc = lacs_internal_validate(op, d, in, LACS_READS_W | LACS_READS_BETA, LACS_READS_G);
     if (!rc)
         rc = lacs_internal_check_beta_nonnegative(op, d, in, "the matrix form absorbs beta as sqrt(beta) w");
-    return rc ? rc : REFI(run_per_head)(op, d, in, STATE_NONE, kernel, o, NULL, NULL);
+    return rc ? rc : lacs_internal_run_per_head(op, d, in, STATE_NONE, kernel, o, NULL, NULL);
 }
 
-int REF(path_attn)(const lacs_dims *d, const lacs_inputs *in, real *o)
+int lacs_ref_path_attn(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     return run("path_attn", d, in, path_kernel, o);
 }
 
-int REF(path_attn_recursive)(const lacs_dims *d, const lacs_inputs *in, real *o)
+int lacs_ref_path_attn_recursive(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     return run("path_attn_recursive", d, in, path_recursive_kernel, o);
 }
 
-int REF(path_attn_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o)
+int lacs_ref_path_attn_matrix(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     return run("path_attn_matrix", d, in, path_matrix_kernel, o);
 }
@@ -225,7 +225,7 @@ static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, re
                 apply_transition(s, i, X + i * K);
                 gate += s->g ? s->g[i] : 0;
             }
-            L[i * T + j] = s->scale * (REFI(dot)(K, s->q + i * K, X + i * K) + gate);
+            L[i * T + j] = s->scale * (lacs_internal_dot(K, s->q + i * K, X + i * K) + gate);
         }
     }
     for (int64_t i = 0; i < T && rc == LACS_OK; i++) { /* each row's log-sum-exp, for the gauge's model */
@@ -237,20 +237,20 @@ static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, re
         lse[i] = m + log(denom);
     }
     if (rc == LACS_OK)
-        REFI(causal_softmax)(T, 0, L); /* L now holds the weights p_ij */
+        lacs_internal_causal_softmax(T, 0, L); /* L now holds the weights p_ij */
     for (int64_t i = 0; i < T && rc == LACS_OK; i++) {
         real *p = L + i * T;
         const real *doi = dout + i * V;
-        REFI(weights_from_rounded_lse)(i + 1, lse[i], p);
+        lacs_internal_weights_from_rounded_lse(i + 1, lse[i], p);
         for (int64_t j = 0; j <= i; j++) {
-            dp[j] = REFI(dot)(V, doi, s->v + j * V);
+            dp[j] = lacs_internal_dot(V, doi, s->v + j * V);
             for (int64_t c = 0; c < V; c++)
                 g->dv[j * V + c] += p[j] * doi[c];
         }
-        REFI(softmax_adjoint)(i + 1, p, dp, dl);
+        lacs_internal_softmax_adjoint(i + 1, p, dp, dl);
         for (int64_t j = 0; j <= i; j++)
             da[i * T + j] = s->scale * dl[j];
-        REFI(gate_row_adjoint)(i + 1, p, dl, s->scale, g->dlog, K); /* the gate is inside the scale */
+        lacs_internal_gate_row_adjoint(i + 1, p, dl, s->scale, g->dlog, K); /* the gate is inside the scale */
     }
     for (int64_t j = 0; j < T && rc == LACS_OK; j++) {
         memcpy(X + j * K, s->k + j * K, (size_t)K * sizeof(real));
@@ -269,7 +269,7 @@ static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, re
             if (i == j)
                 break;
             const real *w = s->w + i * K, *x_prev = X + (i - 1) * K, beta = s->beta[i];
-            const real c_dot = REFI(dot)(K, w, x_prev), e_dot = REFI(dot)(K, w, dx);
+            const real c_dot = lacs_internal_dot(K, w, x_prev), e_dot = lacs_internal_dot(K, w, dx);
             g->dbeta[i] -= e_dot * c_dot;
             for (int64_t c = 0; c < K; c++) {
                 g->dw[i * K + c] -= beta * (c_dot * dx[c] + e_dot * x_prev[c]);
@@ -289,11 +289,11 @@ static int path_vjp_kernel(const sequence_head *s, real *h, const real *dout, re
     return rc;
 }
 
-int REF(path_attn_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_path_attn_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     int rc = lacs_internal_validate("path_attn_vjp", d, in, LACS_READS_W | LACS_READS_BETA, LACS_READS_G);
     if (!rc)
         rc = lacs_internal_check_beta_nonnegative("path_attn_vjp", d, in,
                                                   "the matrix form absorbs beta as sqrt(beta) w");
-    return rc ? rc : REFI(run_per_head_vjp)("path_attn_vjp", d, in, ct, STATE_NONE, path_vjp_kernel, gr);
+    return rc ? rc : lacs_internal_run_per_head_vjp("path_attn_vjp", d, in, ct, STATE_NONE, path_vjp_kernel, gr);
 }

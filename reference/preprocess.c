@@ -7,8 +7,8 @@
 /* sqrt_eps (fla's in-kernel form): y = x / sqrt(sum x^2 + eps).
  * max_eps (torch F.normalize, ggml): y = x / max(||x||, eps).
  * The two differ by O(eps / ||x||^2) for ordinary x, and completely near 0. */
-int REF(l2norm)(const double *x, int64_t rows, int64_t dim, double eps,
-                lacs_l2norm_convention convention, real *y)
+int lacs_ref_l2norm(const double *x, int64_t rows, int64_t dim, double eps,
+                    lacs_l2norm_convention convention, real *y)
 {
     if (rows < 0 || dim < 1)
         return lacs_internal_error(LACS_ERR_SHAPE, "l2norm", "rows = %lld must be >= 0 and dim = %lld >= 1",
@@ -45,8 +45,8 @@ int REF(l2norm)(const double *x, int64_t rows, int64_t dim, double eps,
  * Where the forward pass defines y = 0 by convention (x = 0 with eps = 0,
  * either convention), dx = 0. Each row reads all of x and dy before writing
  * dx, so in the double build dx may alias x or dy. */
-int REF(l2norm_vjp)(const double *x, const double *dy, int64_t rows, int64_t dim, double eps,
-                    lacs_l2norm_convention convention, real *dx)
+int lacs_ref_l2norm_vjp(const double *x, const double *dy, int64_t rows, int64_t dim, double eps,
+                        lacs_l2norm_convention convention, real *dx)
 {
     if (rows < 0 || dim < 1)
         return lacs_internal_error(LACS_ERR_SHAPE, "l2norm_vjp",
@@ -94,7 +94,7 @@ int REF(l2norm_vjp)(const double *x, const double *dy, int64_t rows, int64_t dim
 
 /* sigmoid(x) = 1 / (1 + e^{-x}); for x < 0 the equal e^x / (1 + e^x) keeps
  * e^{-x} from overflowing, so both tails are exact to rounding. */
-void REF(sigmoid)(const double *x, int64_t n, real *y)
+void lacs_ref_sigmoid(const double *x, int64_t n, real *y)
 {
     for (int64_t i = 0; i < n; i++) {
         real xi = x[i];

@@ -27,9 +27,9 @@ static int softmax_kernel(const sequence_head *s, real *h, real *o)
     for (int64_t i = 0; i < T; i++) {
         real log_gamma = 0, m = -INFINITY;
         for (int64_t j = i; j >= 0; j--) {
-            logit[j] = s->scale * REFI(dot)(K, s->q + i * K, s->k + j * K) + log_gamma;
+            logit[j] = s->scale * lacs_internal_dot(K, s->q + i * K, s->k + j * K) + log_gamma;
             m = fmax(m, logit[j]);
-            log_gamma += REFI(log_decay)(s, j, 0); /* now sum_{tau=j..i} */
+            log_gamma += lacs_internal_log_decay(s, j, 0); /* now sum_{tau=j..i} */
         }
         real denom = 0;
         real *oi = o + i * V;
@@ -69,26 +69,26 @@ static int softmax_matrix_kernel(const sequence_head *s, real *h, real *o)
     }
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j <= i; j++)
-            L[i * T + j] = s->scale * REFI(dot)(K, s->q + i * K, s->k + j * K) + (G[i] - G[j]);
-    REFI(causal_softmax)(T, 0, L);
-    REFI(matmul)(T, T, V, L, s->v, o);
+            L[i * T + j] = s->scale * lacs_internal_dot(K, s->q + i * K, s->k + j * K) + (G[i] - G[j]);
+    lacs_internal_causal_softmax(T, 0, L);
+    lacs_internal_matmul(T, T, V, L, s->v, o);
     free(L);
     free(G);
     return LACS_OK;
 }
 
-int REF(softmax_attn)(const lacs_dims *d, const lacs_inputs *in, real *o)
+int lacs_ref_softmax_attn(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     int rc = lacs_internal_validate("softmax_attn", d, in, 0, 0);
-    return rc ? rc : REFI(run_per_head)("softmax_attn", d, in, STATE_NONE, softmax_kernel, o, NULL, NULL);
+    return rc ? rc : lacs_internal_run_per_head("softmax_attn", d, in, STATE_NONE, softmax_kernel, o, NULL, NULL);
 }
 
-int REF(softmax_attn_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o)
+int lacs_ref_softmax_attn_matrix(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     int rc = lacs_internal_validate("softmax_attn_matrix", d, in, 0, 0);
     return rc ? rc
-              : REFI(run_per_head)("softmax_attn_matrix", d, in, STATE_NONE, softmax_matrix_kernel, o,
-                                   NULL, NULL);
+              : lacs_internal_run_per_head("softmax_attn_matrix", d, in, STATE_NONE, softmax_matrix_kernel, o,
+                                           NULL, NULL);
 }
 
 /* H10 reads exactly one gate: g [B, T, HV] (FoX) or g_gamma [HV] (ALiBi). */
@@ -100,16 +100,16 @@ static int validate_fox(const char *op, const lacs_dims *d, const lacs_inputs *i
                                                 "'g_gamma' (ALiBi's constant log decay)");
 }
 
-int REF(fox)(const lacs_dims *d, const lacs_inputs *in, real *o)
+int lacs_ref_fox(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     int rc = validate_fox("fox", d, in);
-    return rc ? rc : REFI(run_per_head)("fox", d, in, STATE_NONE, softmax_kernel, o, NULL, NULL);
+    return rc ? rc : lacs_internal_run_per_head("fox", d, in, STATE_NONE, softmax_kernel, o, NULL, NULL);
 }
 
-int REF(fox_matrix)(const lacs_dims *d, const lacs_inputs *in, real *o)
+int lacs_ref_fox_matrix(const lacs_dims *d, const lacs_inputs *in, real *o)
 {
     int rc = validate_fox("fox_matrix", d, in);
-    return rc ? rc : REFI(run_per_head)("fox_matrix", d, in, STATE_NONE, softmax_matrix_kernel, o, NULL, NULL);
+    return rc ? rc : lacs_internal_run_per_head("fox_matrix", d, in, STATE_NONE, softmax_matrix_kernel, o, NULL, NULL);
 }
 
 /* ---- gradients (SPEC.md 4.19) ---- */
@@ -133,19 +133,19 @@ static int softmax_vjp_kernel(const sequence_head *s, real *h, const real *dout,
         const real *qi = s->q + i * K, *doi = dout + i * V;
         real log_gamma = 0, m = -INFINITY;
         for (int64_t j = i; j >= 0; j--) { /* as softmax_kernel */
-            logit[j] = s->scale * REFI(dot)(K, qi, s->k + j * K) + log_gamma;
+            logit[j] = s->scale * lacs_internal_dot(K, qi, s->k + j * K) + log_gamma;
             m = fmax(m, logit[j]);
-            log_gamma += REFI(log_decay)(s, j, 0);
+            log_gamma += lacs_internal_log_decay(s, j, 0);
         }
         real denom = 0;
         for (int64_t j = 0; j <= i; j++)
             denom += (p[j] = exp(logit[j] - m));
         for (int64_t j = 0; j <= i; j++) {
             p[j] /= denom;
-            dp[j] = REFI(dot)(V, doi, s->v + j * V);
+            dp[j] = lacs_internal_dot(V, doi, s->v + j * V);
         }
-        REFI(weights_from_rounded_lse)(i + 1, m + log(denom), p);
-        REFI(softmax_adjoint)(i + 1, p, dp, dl);
+        lacs_internal_weights_from_rounded_lse(i + 1, m + log(denom), p);
+        lacs_internal_softmax_adjoint(i + 1, p, dp, dl);
         for (int64_t j = 0; j <= i; j++) {
             for (int64_t c = 0; c < V; c++)
                 g->dv[j * V + c] += p[j] * doi[c];
@@ -154,7 +154,7 @@ static int softmax_vjp_kernel(const sequence_head *s, real *h, const real *dout,
                 g->dk[j * K + c] += s->scale * dl[j] * qi[c];
             }
         }
-        REFI(gate_row_adjoint)(i + 1, p, dl, 1, g->dlog, K);
+        lacs_internal_gate_row_adjoint(i + 1, p, dl, 1, g->dlog, K);
     }
     free(logit);
     free(p);
@@ -163,15 +163,15 @@ static int softmax_vjp_kernel(const sequence_head *s, real *h, const real *dout,
     return rc;
 }
 
-int REF(softmax_attn_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_softmax_attn_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     int rc = lacs_internal_validate("softmax_attn_vjp", d, in, 0, 0);
     return rc ? rc
-              : REFI(run_per_head_vjp)("softmax_attn_vjp", d, in, ct, STATE_NONE, softmax_vjp_kernel, gr);
+              : lacs_internal_run_per_head_vjp("softmax_attn_vjp", d, in, ct, STATE_NONE, softmax_vjp_kernel, gr);
 }
 
-int REF(fox_vjp)(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
+int lacs_ref_fox_vjp(const lacs_dims *d, const lacs_inputs *in, const lacs_cotangents *ct, const grads_out *gr)
 {
     int rc = validate_fox("fox_vjp", d, in);
-    return rc ? rc : REFI(run_per_head_vjp)("fox_vjp", d, in, ct, STATE_NONE, softmax_vjp_kernel, gr);
+    return rc ? rc : lacs_internal_run_per_head_vjp("fox_vjp", d, in, ct, STATE_NONE, softmax_vjp_kernel, gr);
 }

@@ -16,8 +16,8 @@
  */
 #include "internal.h"
 
-real REF(ttt_loss)(lacs_ttt_loss_kind kind, int64_t K, int64_t V, const real *h, const real *k,
-                   const real *v, real gamma, real eta)
+real lacs_ref_ttt_loss(lacs_ttt_loss_kind kind, int64_t K, int64_t V, const real *h, const real *k,
+                       const real *v, real gamma, real eta)
 {
     real fit = 0, inner = 0, frob = 0;
     for (int64_t c = 0; c < V; c++) {

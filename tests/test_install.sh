@@ -50,7 +50,7 @@ int main(void)
 C
 # shellcheck disable=SC2086
 cc -std=c11 -Wall -Wextra -Werror -Wl,--no-as-needed $cflags -o "$work/call_reference" "$work/call_reference.c" $libs -lm
-ldd "$work/call_reference" | grep -q "liblacs.so.1 => $prefix/lib/" 2>/dev/null || LD_LIBRARY_PATH="$prefix/lib" ldd "$work/call_reference" | grep -q "liblacs.so.1 => $prefix/lib/" || fail "the program does not load $prefix/lib/liblacs.so.1"
+ldd "$work/call_reference" | grep -F "liblacs.so.1 => $prefix/lib/" >/dev/null 2>/dev/null || LD_LIBRARY_PATH="$prefix/lib" ldd "$work/call_reference" | grep -F "liblacs.so.1 => $prefix/lib/" >/dev/null || fail "the program does not load $prefix/lib/liblacs.so.1"
 version=$(LD_LIBRARY_PATH="$prefix/lib" "$work/call_reference")
 [ "$version" = "$(pkg-config --modversion lacs)" ] || fail "a program linked with -llacs printed '$version'"
 echo "test-install: a program linked with \$(pkg-config --libs lacs) runs against liblacs.so.1 (spec $version)"

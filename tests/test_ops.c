@@ -1,4 +1,4 @@
-/* The op runner on named tensors (lacs/ops.h, checker/ops.c; SPEC.md 10.1, 10.4):
+/* The op runner on named tensors (lacs/ops.h, reference/ops.c; SPEC.md 10.1, 10.4):
  *   ops_table     every op of lacs_ops() names a reference function that this
  *                 file calls directly, and reads the inputs its row says;
  *   ops_run       lacs_reference_run gives, bit for bit, what a direct call of

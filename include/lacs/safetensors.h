@@ -7,7 +7,7 @@
  * shape, offsets, byte-count, overlap, gap, metadata). The Python reader
  * (python/lacs/safetensors.py) gives the same kinds for the same files; the
  * order of the checks, which decides the kind of a file with several faults,
- * is at the top of checker/safetensors.c. Little-endian hosts only.
+ * is at the top of core/safetensors.c. Little-endian hosts only.
  */
 #ifndef LACS_SAFETENSORS_H
 #define LACS_SAFETENSORS_H

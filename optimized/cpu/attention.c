@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../reference/internal.h"
+#include "../../reference/validate.h"
 #include "attention_kernels.h"
 #include "cpu.h"
 

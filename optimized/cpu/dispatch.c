@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../reference/internal.h"
+#include "../../core/error.h"
 #include "../validate.h"
 #include "cpu.h"
 
@@ -331,41 +331,32 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
 
 /* ---- shared helpers ---- */
 
+/* The typed names of the helpers builtin:cpu and builtin:cuda share (optimized/validate.c). */
+
 int lacs_cpu_error(int code, const char *op, const char *fmt, ...)
 {
-    char message[1536];
     va_list args;
     va_start(args, fmt);
-    vsnprintf(message, sizeof message, fmt, args);
+    const int rc = lacs_builtin_verror(code, op, fmt, args);
     va_end(args);
-    return lacs_internal_error(code, op, "%s", message);
+    return rc;
 }
 
 const lacs_tensor *lacs_cpu_input(const lacs_cpu_call *c, const char *name)
 {
-    for (int i = 0; i < c->n_inputs; i++)
-        if (c->inputs[i].name && strcmp(c->inputs[i].name, name) == 0)
-            return &c->inputs[i];
-    return NULL;
+    const int i = lacs_builtin_find_named(c->inputs, sizeof *c->inputs, c->n_inputs, name);
+    return i >= 0 ? &c->inputs[i] : NULL;
 }
 
 lacs_tensor *lacs_cpu_output(const lacs_cpu_call *c, const char *name)
 {
-    for (int i = 0; i < c->n_outputs; i++)
-        if (c->outputs[i].name && strcmp(c->outputs[i].name, name) == 0)
-            return &c->outputs[i];
-    return NULL;
+    const int i = lacs_builtin_find_named(c->outputs, sizeof *c->outputs, c->n_outputs, name);
+    return i >= 0 ? &c->outputs[i] : NULL;
 }
 
 double lacs_cpu_param(const lacs_cpu_call *c, const char *name, double fallback)
 {
-    for (int i = 0; i < c->n_params; i++)
-        if (c->params[i].name && strcmp(c->params[i].name, name) == 0)
-            return c->params[i].value;
-    double value;
-    if (lacs_reference_param_default(c->op, c->inputs, c->n_inputs, name, &value))
-        return value;
-    return fallback;
+    return lacs_builtin_param(c->op, c->params, c->n_params, c->inputs, c->n_inputs, name, fallback);
 }
 
 float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom)

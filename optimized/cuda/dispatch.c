@@ -13,11 +13,12 @@
  * family, copy the outputs back.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../reference/internal.h"
+#include "../../core/error.h"
 #include "../validate.h"
 #include "cuda.h"
 #include "lacs/types.h"
@@ -40,39 +41,31 @@ static const char *const validated_on_device[] = {
     "comba", "efla", "rmsnorm", "rmsnorm_vjp", "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn",
     "softmax_attn", "fox", "deltaformer", "mesa_net", "softcap", "softcap_vjp", "l2norm", "l2norm_vjp"};
 
-/* ---- shared helpers (cuda.h) ---- */
+/* ---- shared helpers (cuda.h): the typed names of those builtin:cpu shares (optimized/validate.c) ---- */
+
+_Static_assert(offsetof(lacs_cuda_tensor, name) == 0, "a lacs_cuda_tensor starts with its name");
 
 const lacs_cuda_tensor *lacs_cuda_input(const lacs_cuda_call *c, const char *name)
 {
-    for (int i = 0; i < c->n_inputs; i++)
-        if (c->inputs[i].name && strcmp(c->inputs[i].name, name) == 0)
-            return &c->inputs[i];
-    return NULL;
+    const int i = lacs_builtin_find_named(c->inputs, sizeof *c->inputs, c->n_inputs, name);
+    return i >= 0 ? &c->inputs[i] : NULL;
 }
 
 lacs_cuda_tensor *lacs_cuda_output(const lacs_cuda_call *c, const char *name)
 {
-    for (int i = 0; i < c->n_outputs; i++)
-        if (c->outputs[i].name && strcmp(c->outputs[i].name, name) == 0)
-            return &c->outputs[i];
-    return NULL;
+    const int i = lacs_builtin_find_named(c->outputs, sizeof *c->outputs, c->n_outputs, name);
+    return i >= 0 ? &c->outputs[i] : NULL;
 }
 
 double lacs_cuda_param(const lacs_cuda_call *c, const char *name, double fallback)
 {
-    for (int i = 0; i < c->n_params; i++)
-        if (c->params[i].name && strcmp(c->params[i].name, name) == 0)
-            return c->params[i].value;
-    /* the defaults live in one place: lacs_reference_param_default reads them from the host inputs */
+    /* the defaults are read from the host copies of the inputs */
     lacs_tensor inputs[16];
     const int n = c->n_inputs < 16 ? c->n_inputs : 16;
     for (int i = 0; i < n; i++)
         inputs[i] = (lacs_tensor){.name = c->inputs[i].name, .dtype = c->inputs[i].dtype, .ndim = c->inputs[i].ndim,
                                   .shape = c->inputs[i].shape, .data = (void *)c->inputs[i].host};
-    double value;
-    if (lacs_reference_param_default(c->op, inputs, n, name, &value))
-        return value;
-    return fallback;
+    return lacs_builtin_param(c->op, c->params, c->n_params, inputs, n, name, fallback);
 }
 
 int64_t lacs_cuda_count(const lacs_cuda_tensor *t)
@@ -85,12 +78,11 @@ int64_t lacs_cuda_count(const lacs_cuda_tensor *t)
 
 int lacs_cuda_error(int code, const char *op, const char *fmt, ...)
 {
-    char message[1536];
     va_list args;
     va_start(args, fmt);
-    vsnprintf(message, sizeof message, fmt, args);
+    const int rc = lacs_builtin_verror(code, op, fmt, args);
     va_end(args);
-    return lacs_internal_error(code, op, "%s", message);
+    return rc;
 }
 
 int lacs_cuda_unsupported(const char *op, const char *fmt, ...)

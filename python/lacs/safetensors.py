@@ -1,6 +1,6 @@
 """Reading and writing safetensors files (SPEC.md 10.1, 10.2), NumPy only.
 
-The Python reader of the golden vectors; the C reader is checker/safetensors.c.
+The Python reader of the golden vectors; the C reader is core/safetensors.c.
 Both reject a malformed file with the same kind, checked in this order, so
 that every malformed file maps to exactly one kind:
 

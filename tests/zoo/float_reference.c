@@ -3,7 +3,7 @@
  *
  * The same source as liblacs's reference, compiled with -DLACS_REAL_FLOAT
  * (real = float: every intermediate, state and sum is a float), reached
- * through checker/ops.c's lacs_reference_run, whose second precision is float
+ * through reference/ops.c's lacs_reference_run, whose second precision is float
  * in this build (see the Makefile's $(BUILD)/zoo/float_reference.so). It is
  * the plainest fp32 implementation there is: the recurrences token by token,
  * the attention forms and MesaNet's Cholesky solve, the norms and their VJPs,

@@ -499,7 +499,7 @@ typedef struct {
     void (*run)(const member *, const norm_call *);
 } op_entry;
 
-/* As checker/ops.c names them. */
+/* As reference/ops.c names them. */
 static const op_entry ops[] = {
     {"rmsnorm", "x", "weight", NULL, "eps", "y", run_rmsnorm},
     {"rmsnorm_vjp", "x dy", "weight", NULL, "eps", "dx dweight", run_rmsnorm_vjp},

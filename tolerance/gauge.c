@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
+#include "../reference/noise.h"
 #include "lacs/gauge.h"
 #include "lacs/ops.h"
 #include "lacs/prng.h"

@@ -60,7 +60,7 @@
 #include "lacs/output.h"
 #include "lacs/safetensors.h"
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "lacs reads and writes safetensors data in place, which needs a little-endian host"

@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "internal.h"
+#include "../core/error.h"
 
 static _Thread_local char last_error[2048] = "no error";
 

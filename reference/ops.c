@@ -1,17 +1,20 @@
 /* Every op of the reference behind one call on named tensors (lacs/ops.h,
  * SPEC.md 10.1 and 10.4).
  *
- * Read top to bottom: the table of ops (names in, names out, parameters),
- * the small adapters that call each reference function in double or long
- * double, then the one function that checks names and shapes, converts the
- * tensors to double, runs an adapter and converts its outputs back.
+ * Read top to bottom: how a reference function is called (one kind per
+ * signature), the table of ops, one row per op (names in, names out,
+ * parameters, the reference function in double and long double), the one
+ * switch that calls a row's function, then the one function that checks
+ * names and shapes, converts the tensors to double, calls the row and
+ * converts its outputs back.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 #include "lacs/ops.h"
 #include "lacs/reference.h"
 #ifdef LACS_REAL_FLOAT
@@ -19,6 +22,7 @@
  * Makefile's $(BUILD)/zoo/float_reference.so): there the second precision of
  * lacs_reference_run is float, and each lacs_ref_*_ld name below stands for
  * its lacs_ref_*_f32 twin (the header is generated from lacs/reference_ld.h). */
+#include "lacs/reference_f32.h"
 #include "lacs/reference_f32_as_ld.h"
 typedef float second_real;
 #else
@@ -27,92 +31,250 @@ typedef long double second_real;
 #endif
 #include "lacs/safetensors.h"
 
-/* ---- the table ---- */
+/* ---- one call, in double or long double ---- */
 
-static const lacs_op_info op_table[] = {
-    {"linear_attn", LACS_FAMILY_RECURRENT, "H2", "lacs_ref_linear_attn", "q k v", "h0 cu_seqlens",
-     "scale", "o ht"},
-    {"linear_attn_postnorm", LACS_FAMILY_RECURRENT, "H3", "lacs_ref_linear_attn_postnorm", "q k v",
-     "h0 cu_seqlens", "scale eps", "o ht"},
-    {"retention", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_retention", "q k v g_gamma", "h0 cu_seqlens",
-     "scale", "o ht"},
-    {"simple_gla", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_simple_gla", "q k v g", "h0 cu_seqlens",
-     "scale", "o ht"},
-    {"gla", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_gla", "q k v gk", "h0 cu_seqlens", "scale", "o ht"},
-    {"delta_rule", LACS_FAMILY_RECURRENT, "H6, E1", "lacs_ref_delta_rule", "q k v beta", "h0 cu_seqlens",
-     "scale", "o ht"},
-    {"gated_delta_rule", LACS_FAMILY_RECURRENT, "H8", "lacs_ref_gated_delta_rule", "q k v beta",
-     "g gk h0 cu_seqlens", "scale", "o ht"},
-    {"comba", LACS_FAMILY_RECURRENT, "H8", "lacs_ref_comba", "q k v beta g", "h0 cu_seqlens", "scale",
-     "o ht"},
-    {"efla", LACS_FAMILY_RECURRENT, "E5", "lacs_ref_efla", "q k v beta", "h0 cu_seqlens", "scale", "o ht"},
-    {"softmax_attn", LACS_FAMILY_ATTENTION, "H1", "lacs_ref_softmax_attn", "q k v", "cu_seqlens", "scale",
-     "o"},
-    {"fox", LACS_FAMILY_ATTENTION, "H10", "lacs_ref_fox", "q k v", "g g_gamma cu_seqlens", "scale", "o"},
-    {"deltaformer", LACS_FAMILY_ATTENTION, "H11", "lacs_ref_deltaformer", "q k v", "beta cu_seqlens",
-     "scale form", "o"},
+/* The tensors and parameters of one call, bound by name (bind_input). */
+typedef struct {
+    const lacs_op_info *info;
+    lacs_dims dims;
+    lacs_inputs in;
+    lacs_cotangents ct;
+    const double *x, *dy, *weight, *bias;
+    double scalar; /* the scalar input: DyT's alpha, DyISRU's C */
+    double eps, cap;
+    int64_t rows, dim;
+    lacs_deltaformer_form form;
+    lacs_l2norm_convention convention;
+} op_call;
+
+/* How a reference function is called: one kind per signature of lacs/reference.h.
+ * A row names its function in both precisions (second_real: long double, or
+ * float in the zoo's binary32 build), literally, so that grep finds them. */
+typedef enum {
+    CALL_STATE,        /* f(d, in, o, ht) */
+    CALL_ATTENTION,    /* f(d, in, o) */
+    CALL_DELTAFORMER,  /* f(d, in, form, o) */
+    CALL_MESA,         /* f(d, in, o, ht, ht_kk) */
+    CALL_RMSNORM,      /* f(x, rows, dim, eps, weight, y) */
+    CALL_RMSNORM_VJP,  /* f(x, dy, rows, dim, eps, weight, dx, dweight) */
+    CALL_SCALAR,       /* f(x, rows, dim, alpha or C, weight, bias, y) */
+    CALL_SCALAR_VJP,   /* f(x, dy, rows, dim, alpha or C, weight, dx, dalpha or dC, dweight, dbias) */
+    CALL_SOFTCAP,      /* f(x, n, cap, y) */
+    CALL_SOFTCAP_VJP,  /* f(x, dy, n, cap, dx, dcap) */
+    CALL_L2NORM,       /* f(x, rows, dim, eps, convention, y) */
+    CALL_L2NORM_VJP,   /* f(x, dy, rows, dim, eps, convention, dx) */
+    CALL_VJP,          /* f(d, in, ct, grads) */
+    CALL_DELTAFORMER_VJP /* f(d, in, form, ct, grads) */
+} call_kind;
+
+typedef struct {
+    call_kind kind;
+    union {
+        struct {
+            int (*d)(const lacs_dims *, const lacs_inputs *, double *, double *);
+            int (*ld)(const lacs_dims *, const lacs_inputs *, second_real *, second_real *);
+        } state;
+        struct {
+            int (*d)(const lacs_dims *, const lacs_inputs *, double *);
+            int (*ld)(const lacs_dims *, const lacs_inputs *, second_real *);
+        } attention;
+        struct {
+            int (*d)(const lacs_dims *, const lacs_inputs *, lacs_deltaformer_form, double *);
+            int (*ld)(const lacs_dims *, const lacs_inputs *, lacs_deltaformer_form, second_real *);
+        } deltaformer;
+        struct {
+            int (*d)(const lacs_dims *, const lacs_inputs *, double *, double *, double *);
+            int (*ld)(const lacs_dims *, const lacs_inputs *, second_real *, second_real *, second_real *);
+        } mesa;
+        struct {
+            int (*d)(const double *, int64_t, int64_t, double, const double *, double *);
+            int (*ld)(const double *, int64_t, int64_t, double, const double *, second_real *);
+        } rmsnorm;
+        struct {
+            int (*d)(const double *, const double *, int64_t, int64_t, double, const double *, double *, double *);
+            int (*ld)(const double *, const double *, int64_t, int64_t, double, const double *, second_real *,
+                      second_real *);
+        } rmsnorm_vjp;
+        struct {
+            int (*d)(const double *, int64_t, int64_t, double, const double *, const double *, double *);
+            int (*ld)(const double *, int64_t, int64_t, double, const double *, const double *, second_real *);
+        } scalar;
+        struct {
+            int (*d)(const double *, const double *, int64_t, int64_t, double, const double *, double *, double *,
+                     double *, double *);
+            int (*ld)(const double *, const double *, int64_t, int64_t, double, const double *, second_real *,
+                      second_real *, second_real *, second_real *);
+        } scalar_vjp;
+        struct {
+            int (*d)(const double *, int64_t, double, double *);
+            int (*ld)(const double *, int64_t, double, second_real *);
+        } softcap;
+        struct {
+            int (*d)(const double *, const double *, int64_t, double, double *, double *);
+            int (*ld)(const double *, const double *, int64_t, double, second_real *, second_real *);
+        } softcap_vjp;
+        struct {
+            int (*d)(const double *, int64_t, int64_t, double, lacs_l2norm_convention, double *);
+            int (*ld)(const double *, int64_t, int64_t, double, lacs_l2norm_convention, second_real *);
+        } l2norm;
+        struct {
+            int (*d)(const double *, const double *, int64_t, int64_t, double, lacs_l2norm_convention, double *);
+            int (*ld)(const double *, const double *, int64_t, int64_t, double, lacs_l2norm_convention,
+                      second_real *);
+        } l2norm_vjp;
+        struct {
+            int (*d)(const lacs_dims *, const lacs_inputs *, const lacs_cotangents *, const lacs_ref_grads *);
+            int (*ld)(const lacs_dims *, const lacs_inputs *, const lacs_cotangents *, const lacs_ref_grads_ld *);
+        } vjp;
+        struct {
+            int (*d)(const lacs_dims *, const lacs_inputs *, lacs_deltaformer_form, const lacs_cotangents *,
+                     const lacs_ref_grads *);
+            int (*ld)(const lacs_dims *, const lacs_inputs *, lacs_deltaformer_form, const lacs_cotangents *,
+                      const lacs_ref_grads_ld *);
+        } deltaformer_vjp;
+    } fn;
+} reference_call;
+
+/* ---- the table: one row per op ---- */
+
+/* What lacs_ops() lists (name, family, labels, the reference function's name, required and optional inputs,
+ * parameters, outputs), then the reference function itself in double and in the second precision. */
+typedef struct {
+    lacs_op_info info;
+    reference_call call;
+} op_row;
+
+static const op_row op_rows[] = {
+    {{"linear_attn", LACS_FAMILY_RECURRENT, "H2", "lacs_ref_linear_attn", "q k v", "h0 cu_seqlens", "scale", "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_linear_attn, lacs_ref_linear_attn_ld}}},
+    {{"linear_attn_postnorm", LACS_FAMILY_RECURRENT, "H3", "lacs_ref_linear_attn_postnorm", "q k v", "h0 cu_seqlens",
+      "scale eps", "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_linear_attn_postnorm, lacs_ref_linear_attn_postnorm_ld}}},
+    {{"retention", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_retention", "q k v g_gamma", "h0 cu_seqlens", "scale",
+      "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_retention, lacs_ref_retention_ld}}},
+    {{"simple_gla", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_simple_gla", "q k v g", "h0 cu_seqlens", "scale", "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_simple_gla, lacs_ref_simple_gla_ld}}},
+    {{"gla", LACS_FAMILY_RECURRENT, "H4", "lacs_ref_gla", "q k v gk", "h0 cu_seqlens", "scale", "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_gla, lacs_ref_gla_ld}}},
+    {{"delta_rule", LACS_FAMILY_RECURRENT, "H6, E1", "lacs_ref_delta_rule", "q k v beta", "h0 cu_seqlens", "scale",
+      "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_delta_rule, lacs_ref_delta_rule_ld}}},
+    {{"gated_delta_rule", LACS_FAMILY_RECURRENT, "H8", "lacs_ref_gated_delta_rule", "q k v beta",
+      "g gk h0 cu_seqlens", "scale", "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_gated_delta_rule, lacs_ref_gated_delta_rule_ld}}},
+    {{"comba", LACS_FAMILY_RECURRENT, "H8", "lacs_ref_comba", "q k v beta g", "h0 cu_seqlens", "scale", "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_comba, lacs_ref_comba_ld}}},
+    {{"efla", LACS_FAMILY_RECURRENT, "E5", "lacs_ref_efla", "q k v beta", "h0 cu_seqlens", "scale", "o ht"},
+     {CALL_STATE, .fn.state = {lacs_ref_efla, lacs_ref_efla_ld}}},
+    {{"softmax_attn", LACS_FAMILY_ATTENTION, "H1", "lacs_ref_softmax_attn", "q k v", "cu_seqlens", "scale", "o"},
+     {CALL_ATTENTION, .fn.attention = {lacs_ref_softmax_attn, lacs_ref_softmax_attn_ld}}},
+    {{"fox", LACS_FAMILY_ATTENTION, "H10", "lacs_ref_fox", "q k v", "g g_gamma cu_seqlens", "scale", "o"},
+     {CALL_ATTENTION, .fn.attention = {lacs_ref_fox, lacs_ref_fox_ld}}},
+    {{"deltaformer", LACS_FAMILY_ATTENTION, "H11", "lacs_ref_deltaformer", "q k v", "beta cu_seqlens", "scale form",
+      "o"},
+     {CALL_DELTAFORMER, .fn.deltaformer = {lacs_ref_deltaformer, lacs_ref_deltaformer_ld}}},
     /* The primary form (explicit transitions) is O(T^3 K); the matrix form,
      * proven equal to it by tests/test_forms.c, is O(T^3) and generates the
      * long cases (SPEC.md 10.4). */
-    {"path_attn", LACS_FAMILY_ATTENTION, "H12", "lacs_ref_path_attn_matrix", "q k v w beta",
-     "g cu_seqlens", "scale", "o"},
-    {"mesa_net", LACS_FAMILY_MESA, "H15", "lacs_ref_mesa_net", "q k v lambda",
-     "g beta h0 h0_kk cu_seqlens", "", "o ht ht_kk"},
-    {"rmsnorm", LACS_FAMILY_NORM, "N2", "lacs_ref_rmsnorm", "x", "weight", "eps", "y"},
-    {"rmsnorm_vjp", LACS_FAMILY_NORM, "N3", "lacs_ref_rmsnorm_vjp", "x dy", "weight", "eps",
-     "dx dweight"},
-    {"dyt", LACS_FAMILY_NORM, "N1", "lacs_ref_dyt", "x alpha", "weight bias", "", "y"},
-    {"dyt_vjp", LACS_FAMILY_NORM, "N1", "lacs_ref_dyt_vjp", "x dy alpha", "weight", "",
-     "dx dalpha dweight dbias"},
-    {"dyisru", LACS_FAMILY_NORM, "N5", "lacs_ref_dyisru", "x C", "weight bias", "", "y"},
-    {"dyisru_vjp", LACS_FAMILY_NORM, "N5", "lacs_ref_dyisru_vjp", "x dy C", "weight", "",
-     "dx dC dweight dbias"},
-    {"softcap", LACS_FAMILY_NORM, "N6", "lacs_ref_softcap", "x", "", "cap", "y"},
-    {"softcap_vjp", LACS_FAMILY_NORM, "N6", "lacs_ref_softcap_vjp", "x dy", "", "cap", "dx dcap"},
-    {"l2norm", LACS_FAMILY_NORM, "SPEC 3", "lacs_ref_l2norm", "x", "", "eps convention", "y"},
-    {"l2norm_vjp", LACS_FAMILY_NORM, "SPEC 3", "lacs_ref_l2norm_vjp", "x dy", "", "eps convention", "dx"},
+    {{"path_attn", LACS_FAMILY_ATTENTION, "H12", "lacs_ref_path_attn_matrix", "q k v w beta", "g cu_seqlens",
+      "scale", "o"},
+     {CALL_ATTENTION, .fn.attention = {lacs_ref_path_attn_matrix, lacs_ref_path_attn_matrix_ld}}},
+    {{"mesa_net", LACS_FAMILY_MESA, "H15", "lacs_ref_mesa_net", "q k v lambda", "g beta h0 h0_kk cu_seqlens", "",
+      "o ht ht_kk"},
+     {CALL_MESA, .fn.mesa = {lacs_ref_mesa_net, lacs_ref_mesa_net_ld}}},
+    {{"rmsnorm", LACS_FAMILY_NORM, "N2", "lacs_ref_rmsnorm", "x", "weight", "eps", "y"},
+     {CALL_RMSNORM, .fn.rmsnorm = {lacs_ref_rmsnorm, lacs_ref_rmsnorm_ld}}},
+    {{"rmsnorm_vjp", LACS_FAMILY_NORM, "N3", "lacs_ref_rmsnorm_vjp", "x dy", "weight", "eps", "dx dweight"},
+     {CALL_RMSNORM_VJP, .fn.rmsnorm_vjp = {lacs_ref_rmsnorm_vjp, lacs_ref_rmsnorm_vjp_ld}}},
+    {{"dyt", LACS_FAMILY_NORM, "N1", "lacs_ref_dyt", "x alpha", "weight bias", "", "y"},
+     {CALL_SCALAR, .fn.scalar = {lacs_ref_dyt, lacs_ref_dyt_ld}}},
+    {{"dyt_vjp", LACS_FAMILY_NORM, "N1", "lacs_ref_dyt_vjp", "x dy alpha", "weight", "", "dx dalpha dweight dbias"},
+     {CALL_SCALAR_VJP, .fn.scalar_vjp = {lacs_ref_dyt_vjp, lacs_ref_dyt_vjp_ld}}},
+    {{"dyisru", LACS_FAMILY_NORM, "N5", "lacs_ref_dyisru", "x C", "weight bias", "", "y"},
+     {CALL_SCALAR, .fn.scalar = {lacs_ref_dyisru, lacs_ref_dyisru_ld}}},
+    {{"dyisru_vjp", LACS_FAMILY_NORM, "N5", "lacs_ref_dyisru_vjp", "x dy C", "weight", "", "dx dC dweight dbias"},
+     {CALL_SCALAR_VJP, .fn.scalar_vjp = {lacs_ref_dyisru_vjp, lacs_ref_dyisru_vjp_ld}}},
+    {{"softcap", LACS_FAMILY_NORM, "N6", "lacs_ref_softcap", "x", "", "cap", "y"},
+     {CALL_SOFTCAP, .fn.softcap = {lacs_ref_softcap, lacs_ref_softcap_ld}}},
+    {{"softcap_vjp", LACS_FAMILY_NORM, "N6", "lacs_ref_softcap_vjp", "x dy", "", "cap", "dx dcap"},
+     {CALL_SOFTCAP_VJP, .fn.softcap_vjp = {lacs_ref_softcap_vjp, lacs_ref_softcap_vjp_ld}}},
+    {{"l2norm", LACS_FAMILY_NORM, "SPEC 3", "lacs_ref_l2norm", "x", "", "eps convention", "y"},
+     {CALL_L2NORM, .fn.l2norm = {lacs_ref_l2norm, lacs_ref_l2norm_ld}}},
+    {{"l2norm_vjp", LACS_FAMILY_NORM, "SPEC 3", "lacs_ref_l2norm_vjp", "x dy", "", "eps convention", "dx"},
+     {CALL_L2NORM_VJP, .fn.l2norm_vjp = {lacs_ref_l2norm_vjp, lacs_ref_l2norm_vjp_ld}}},
     /* The gradients of the ops on sequences (SPEC.md 4.19): each op's inputs
      * and the cotangents do (of o) and dht (of ht); d<x> for every
      * floating-point input x given. */
-    {"linear_attn_vjp", LACS_FAMILY_VJP, "H2", "lacs_ref_linear_attn_vjp", "q k v do", "h0 dht cu_seqlens", "scale",
-     "dq dk dv dh0"},
-    {"retention_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_retention_vjp", "q k v g_gamma do", "h0 dht cu_seqlens",
-     "scale", "dq dk dv dg_gamma dh0"},
-    {"simple_gla_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_simple_gla_vjp", "q k v g do", "h0 dht cu_seqlens", "scale",
-     "dq dk dv dg dh0"},
-    {"gla_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_gla_vjp", "q k v gk do", "h0 dht cu_seqlens", "scale",
-     "dq dk dv dgk dh0"},
-    {"delta_rule_vjp", LACS_FAMILY_VJP, "H6, E1", "lacs_ref_delta_rule_vjp", "q k v beta do", "h0 dht cu_seqlens",
-     "scale", "dq dk dv dbeta dh0"},
-    {"gated_delta_rule_vjp", LACS_FAMILY_VJP, "H8", "lacs_ref_gated_delta_rule_vjp", "q k v beta do",
-     "g gk h0 dht cu_seqlens", "scale", "dq dk dv dbeta dg dgk dh0"},
-    {"comba_vjp", LACS_FAMILY_VJP, "H8", "lacs_ref_comba_vjp", "q k v beta g do", "h0 dht cu_seqlens", "scale",
-     "dq dk dv dbeta dg dh0"},
-    {"efla_vjp", LACS_FAMILY_VJP, "E5", "lacs_ref_efla_vjp", "q k v beta do", "h0 dht cu_seqlens", "scale",
-     "dq dk dv dbeta dh0"},
-    {"softmax_attn_vjp", LACS_FAMILY_VJP, "H1", "lacs_ref_softmax_attn_vjp", "q k v do", "cu_seqlens", "scale",
-     "dq dk dv"},
-    {"fox_vjp", LACS_FAMILY_VJP, "H10", "lacs_ref_fox_vjp", "q k v do", "g g_gamma cu_seqlens", "scale",
-     "dq dk dv dg dg_gamma"},
-    {"deltaformer_vjp", LACS_FAMILY_VJP, "H11", "lacs_ref_deltaformer_vjp", "q k v do", "beta cu_seqlens",
-     "scale form", "dq dk dv dbeta"},
-    {"path_attn_vjp", LACS_FAMILY_VJP, "H12", "lacs_ref_path_attn_vjp", "q k v w beta do", "g cu_seqlens", "scale",
-     "dq dk dv dw dbeta dg"},
+    {{"linear_attn_vjp", LACS_FAMILY_VJP, "H2", "lacs_ref_linear_attn_vjp", "q k v do", "h0 dht cu_seqlens", "scale",
+      "dq dk dv dh0"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_linear_attn_vjp, lacs_ref_linear_attn_vjp_ld}}},
+    {{"retention_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_retention_vjp", "q k v g_gamma do", "h0 dht cu_seqlens",
+      "scale", "dq dk dv dg_gamma dh0"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_retention_vjp, lacs_ref_retention_vjp_ld}}},
+    {{"simple_gla_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_simple_gla_vjp", "q k v g do", "h0 dht cu_seqlens",
+      "scale", "dq dk dv dg dh0"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_simple_gla_vjp, lacs_ref_simple_gla_vjp_ld}}},
+    {{"gla_vjp", LACS_FAMILY_VJP, "H4", "lacs_ref_gla_vjp", "q k v gk do", "h0 dht cu_seqlens", "scale",
+      "dq dk dv dgk dh0"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_gla_vjp, lacs_ref_gla_vjp_ld}}},
+    {{"delta_rule_vjp", LACS_FAMILY_VJP, "H6, E1", "lacs_ref_delta_rule_vjp", "q k v beta do", "h0 dht cu_seqlens",
+      "scale", "dq dk dv dbeta dh0"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_delta_rule_vjp, lacs_ref_delta_rule_vjp_ld}}},
+    {{"gated_delta_rule_vjp", LACS_FAMILY_VJP, "H8", "lacs_ref_gated_delta_rule_vjp", "q k v beta do",
+      "g gk h0 dht cu_seqlens", "scale", "dq dk dv dbeta dg dgk dh0"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_gated_delta_rule_vjp, lacs_ref_gated_delta_rule_vjp_ld}}},
+    {{"comba_vjp", LACS_FAMILY_VJP, "H8", "lacs_ref_comba_vjp", "q k v beta g do", "h0 dht cu_seqlens", "scale",
+      "dq dk dv dbeta dg dh0"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_comba_vjp, lacs_ref_comba_vjp_ld}}},
+    {{"efla_vjp", LACS_FAMILY_VJP, "E5", "lacs_ref_efla_vjp", "q k v beta do", "h0 dht cu_seqlens", "scale",
+      "dq dk dv dbeta dh0"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_efla_vjp, lacs_ref_efla_vjp_ld}}},
+    {{"softmax_attn_vjp", LACS_FAMILY_VJP, "H1", "lacs_ref_softmax_attn_vjp", "q k v do", "cu_seqlens", "scale",
+      "dq dk dv"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_softmax_attn_vjp, lacs_ref_softmax_attn_vjp_ld}}},
+    {{"fox_vjp", LACS_FAMILY_VJP, "H10", "lacs_ref_fox_vjp", "q k v do", "g g_gamma cu_seqlens", "scale",
+      "dq dk dv dg dg_gamma"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_fox_vjp, lacs_ref_fox_vjp_ld}}},
+    {{"deltaformer_vjp", LACS_FAMILY_VJP, "H11", "lacs_ref_deltaformer_vjp", "q k v do", "beta cu_seqlens",
+      "scale form", "dq dk dv dbeta"},
+     {CALL_DELTAFORMER_VJP, .fn.deltaformer_vjp = {lacs_ref_deltaformer_vjp, lacs_ref_deltaformer_vjp_ld}}},
+    {{"path_attn_vjp", LACS_FAMILY_VJP, "H12", "lacs_ref_path_attn_vjp", "q k v w beta do", "g cu_seqlens", "scale",
+      "dq dk dv dw dbeta dg"},
+     {CALL_VJP, .fn.vjp = {lacs_ref_path_attn_vjp, lacs_ref_path_attn_vjp_ld}}},
 };
+
+enum { N_OPS = (int)(sizeof op_rows / sizeof op_rows[0]) };
+
+/* lacs_ops() gives the rows' lacs_op_info as one array (the public interface: lacs/ops.h), copied from the
+ * rows once; an op's row is the one at its index. */
+static lacs_op_info op_infos[N_OPS];
+static pthread_once_t op_infos_once = PTHREAD_ONCE_INIT;
+
+static void copy_op_infos(void)
+{
+    for (int i = 0; i < N_OPS; i++)
+        op_infos[i] = op_rows[i].info;
+}
 
 const lacs_op_info *lacs_ops(int *count)
 {
-    *count = (int)(sizeof op_table / sizeof op_table[0]);
-    return op_table;
+    pthread_once(&op_infos_once, copy_op_infos);
+    *count = N_OPS;
+    return op_infos;
 }
 
 const lacs_op_info *lacs_op_find(const char *name)
 {
-    for (size_t i = 0; name && i < sizeof op_table / sizeof op_table[0]; i++)
-        if (strcmp(op_table[i].name, name) == 0)
-            return &op_table[i];
+    pthread_once(&op_infos_once, copy_op_infos);
+    for (int i = 0; name && i < N_OPS; i++)
+        if (strcmp(op_infos[i].name, name) == 0)
+            return &op_infos[i];
     return NULL;
 }
+
+/* The row of an op that lacs_op_find gave. */
+static const op_row *row_of(const lacs_op_info *info) { return &op_rows[info - op_infos]; }
 
 const lacs_op_info *lacs_op_forward(const lacs_op_info *info)
 {
@@ -169,170 +331,7 @@ int64_t lacs_tensor_count(const lacs_tensor *t)
     return count;
 }
 
-/* ---- one call, in double or long double ---- */
-
-typedef struct {
-    const lacs_op_info *info;
-    lacs_dims dims;
-    lacs_inputs in;
-    lacs_cotangents ct;
-    const double *x, *dy, *weight, *bias;
-    double alpha, C, eps, cap;
-    int64_t rows, dim;
-    lacs_deltaformer_form form;
-    lacs_l2norm_convention convention;
-} op_call;
-
-/* out[i] is the buffer of the op's i-th output (double, or long double when
- * ld), NULL where it is not wanted. */
-typedef int (*op_adapter)(const op_call *c, void *const *out, int ld);
-
-static int run_linear_attn(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_linear_attn_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_linear_attn(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_linear_attn_postnorm(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_linear_attn_postnorm_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_linear_attn_postnorm(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_retention(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_retention_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_retention(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_simple_gla(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_simple_gla_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_simple_gla(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_gla(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_gla_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_gla(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_delta_rule(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_delta_rule_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_delta_rule(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_gated_delta_rule(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_gated_delta_rule_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_gated_delta_rule(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_comba(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_comba_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_comba(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_efla(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_efla_ld(&c->dims, &c->in, out[0], out[1])
-              : lacs_ref_efla(&c->dims, &c->in, out[0], out[1]);
-}
-
-static int run_softmax_attn(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_softmax_attn_ld(&c->dims, &c->in, out[0])
-              : lacs_ref_softmax_attn(&c->dims, &c->in, out[0]);
-}
-
-static int run_fox(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_fox_ld(&c->dims, &c->in, out[0]) : lacs_ref_fox(&c->dims, &c->in, out[0]);
-}
-
-static int run_deltaformer(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_deltaformer_ld(&c->dims, &c->in, c->form, out[0])
-              : lacs_ref_deltaformer(&c->dims, &c->in, c->form, out[0]);
-}
-
-static int run_path_attn(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_path_attn_matrix_ld(&c->dims, &c->in, out[0])
-              : lacs_ref_path_attn_matrix(&c->dims, &c->in, out[0]);
-}
-
-static int run_mesa_net(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_mesa_net_ld(&c->dims, &c->in, out[0], out[1], out[2])
-              : lacs_ref_mesa_net(&c->dims, &c->in, out[0], out[1], out[2]);
-}
-
-static int run_rmsnorm(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_rmsnorm_ld(c->x, c->rows, c->dim, c->eps, c->weight, out[0])
-              : lacs_ref_rmsnorm(c->x, c->rows, c->dim, c->eps, c->weight, out[0]);
-}
-
-static int run_rmsnorm_vjp(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_rmsnorm_vjp_ld(c->x, c->dy, c->rows, c->dim, c->eps, c->weight, out[0], out[1])
-              : lacs_ref_rmsnorm_vjp(c->x, c->dy, c->rows, c->dim, c->eps, c->weight, out[0], out[1]);
-}
-
-static int run_dyt(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_dyt_ld(c->x, c->rows, c->dim, c->alpha, c->weight, c->bias, out[0])
-              : lacs_ref_dyt(c->x, c->rows, c->dim, c->alpha, c->weight, c->bias, out[0]);
-}
-
-static int run_dyt_vjp(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_dyt_vjp_ld(c->x, c->dy, c->rows, c->dim, c->alpha, c->weight, out[0], out[1],
-                                    out[2], out[3])
-              : lacs_ref_dyt_vjp(c->x, c->dy, c->rows, c->dim, c->alpha, c->weight, out[0], out[1],
-                                 out[2], out[3]);
-}
-
-static int run_dyisru(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_dyisru_ld(c->x, c->rows, c->dim, c->C, c->weight, c->bias, out[0])
-              : lacs_ref_dyisru(c->x, c->rows, c->dim, c->C, c->weight, c->bias, out[0]);
-}
-
-static int run_dyisru_vjp(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_dyisru_vjp_ld(c->x, c->dy, c->rows, c->dim, c->C, c->weight, out[0], out[1],
-                                       out[2], out[3])
-              : lacs_ref_dyisru_vjp(c->x, c->dy, c->rows, c->dim, c->C, c->weight, out[0], out[1],
-                                    out[2], out[3]);
-}
-
-static int run_softcap(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_softcap_ld(c->x, c->rows * c->dim, c->cap, out[0])
-              : lacs_ref_softcap(c->x, c->rows * c->dim, c->cap, out[0]);
-}
-
-static int run_softcap_vjp(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_softcap_vjp_ld(c->x, c->dy, c->rows * c->dim, c->cap, out[0], out[1])
-              : lacs_ref_softcap_vjp(c->x, c->dy, c->rows * c->dim, c->cap, out[0], out[1]);
-}
-
-static int run_l2norm(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_l2norm_ld(c->x, c->rows, c->dim, c->eps, c->convention, out[0])
-              : lacs_ref_l2norm(c->x, c->rows, c->dim, c->eps, c->convention, out[0]);
-}
-
-static int run_l2norm_vjp(const op_call *c, void *const *out, int ld)
-{
-    return ld ? lacs_ref_l2norm_vjp_ld(c->x, c->dy, c->rows, c->dim, c->eps, c->convention, out[0])
-              : lacs_ref_l2norm_vjp(c->x, c->dy, c->rows, c->dim, c->eps, c->convention, out[0]);
-}
+/* ---- calling the reference function of a row ---- */
 
 /* The VJPs (SPEC.md 4.19): the gradient buffers named by the op's outputs. */
 static void *grad_slot(const op_call *c, void *const *out, const char *name)
@@ -348,91 +347,59 @@ static void *grad_slot(const op_call *c, void *const *out, const char *name)
         .dg_gamma = grad_slot(c, out, "dg_gamma"), .dh0 = grad_slot(c, out, "dh0"), .dw = grad_slot(c, out, "dw") \
     }
 
-typedef int (*vjp_fn)(const lacs_dims *, const lacs_inputs *, const lacs_cotangents *, const lacs_ref_grads *);
-typedef int (*vjp_fn_ld)(const lacs_dims *, const lacs_inputs *, const lacs_cotangents *, const lacs_ref_grads_ld *);
-
-static int run_vjp(const op_call *c, void *const *out, int ld, vjp_fn f, vjp_fn_ld f_ld)
+/* Runs row r's reference function on the call c, in double or (ld) the second precision; out[i] is the buffer of
+ * the op's i-th output (double or second_real), NULL where it is not wanted. */
+static int call_reference(const op_row *r, const op_call *c, void *const *out, int ld)
 {
-    const lacs_ref_grads gd = GRADIENT_SLOTS;
-    const lacs_ref_grads_ld gl = GRADIENT_SLOTS;
-    return ld ? f_ld(&c->dims, &c->in, &c->ct, &gl) : f(&c->dims, &c->in, &c->ct, &gd);
+    const lacs_dims *d = &c->dims;
+    const lacs_inputs *in = &c->in;
+    const int64_t n = c->rows * c->dim;
+    switch (r->call.kind) {
+    case CALL_STATE:
+        return ld ? r->call.fn.state.ld(d, in, out[0], out[1]) : r->call.fn.state.d(d, in, out[0], out[1]);
+    case CALL_ATTENTION:
+        return ld ? r->call.fn.attention.ld(d, in, out[0]) : r->call.fn.attention.d(d, in, out[0]);
+    case CALL_DELTAFORMER:
+        return ld ? r->call.fn.deltaformer.ld(d, in, c->form, out[0]) : r->call.fn.deltaformer.d(d, in, c->form, out[0]);
+    case CALL_MESA:
+        return ld ? r->call.fn.mesa.ld(d, in, out[0], out[1], out[2]) : r->call.fn.mesa.d(d, in, out[0], out[1], out[2]);
+    case CALL_RMSNORM:
+        return ld ? r->call.fn.rmsnorm.ld(c->x, c->rows, c->dim, c->eps, c->weight, out[0])
+                  : r->call.fn.rmsnorm.d(c->x, c->rows, c->dim, c->eps, c->weight, out[0]);
+    case CALL_RMSNORM_VJP:
+        return ld ? r->call.fn.rmsnorm_vjp.ld(c->x, c->dy, c->rows, c->dim, c->eps, c->weight, out[0], out[1])
+                  : r->call.fn.rmsnorm_vjp.d(c->x, c->dy, c->rows, c->dim, c->eps, c->weight, out[0], out[1]);
+    case CALL_SCALAR:
+        return ld ? r->call.fn.scalar.ld(c->x, c->rows, c->dim, c->scalar, c->weight, c->bias, out[0])
+                  : r->call.fn.scalar.d(c->x, c->rows, c->dim, c->scalar, c->weight, c->bias, out[0]);
+    case CALL_SCALAR_VJP:
+        return ld ? r->call.fn.scalar_vjp.ld(c->x, c->dy, c->rows, c->dim, c->scalar, c->weight, out[0], out[1],
+                                             out[2], out[3])
+                  : r->call.fn.scalar_vjp.d(c->x, c->dy, c->rows, c->dim, c->scalar, c->weight, out[0], out[1],
+                                            out[2], out[3]);
+    case CALL_SOFTCAP:
+        return ld ? r->call.fn.softcap.ld(c->x, n, c->cap, out[0]) : r->call.fn.softcap.d(c->x, n, c->cap, out[0]);
+    case CALL_SOFTCAP_VJP:
+        return ld ? r->call.fn.softcap_vjp.ld(c->x, c->dy, n, c->cap, out[0], out[1])
+                  : r->call.fn.softcap_vjp.d(c->x, c->dy, n, c->cap, out[0], out[1]);
+    case CALL_L2NORM:
+        return ld ? r->call.fn.l2norm.ld(c->x, c->rows, c->dim, c->eps, c->convention, out[0])
+                  : r->call.fn.l2norm.d(c->x, c->rows, c->dim, c->eps, c->convention, out[0]);
+    case CALL_L2NORM_VJP:
+        return ld ? r->call.fn.l2norm_vjp.ld(c->x, c->dy, c->rows, c->dim, c->eps, c->convention, out[0])
+                  : r->call.fn.l2norm_vjp.d(c->x, c->dy, c->rows, c->dim, c->eps, c->convention, out[0]);
+    case CALL_VJP:
+    case CALL_DELTAFORMER_VJP: {
+        const lacs_ref_grads gd = GRADIENT_SLOTS;
+        const lacs_ref_grads_ld gl = GRADIENT_SLOTS;
+        if (r->call.kind == CALL_VJP)
+            return ld ? r->call.fn.vjp.ld(d, in, &c->ct, &gl) : r->call.fn.vjp.d(d, in, &c->ct, &gd);
+        return ld ? r->call.fn.deltaformer_vjp.ld(d, in, c->form, &c->ct, &gl)
+                  : r->call.fn.deltaformer_vjp.d(d, in, c->form, &c->ct, &gd);
+    }
+    }
+    return lacs_internal_error(LACS_ERR_INPUT, c->info->name, "no way to call its reference function");
 }
-
-static int run_linear_attn_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_linear_attn_vjp, lacs_ref_linear_attn_vjp_ld);
-}
-
-static int run_retention_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_retention_vjp, lacs_ref_retention_vjp_ld);
-}
-
-static int run_simple_gla_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_simple_gla_vjp, lacs_ref_simple_gla_vjp_ld);
-}
-
-static int run_gla_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_gla_vjp, lacs_ref_gla_vjp_ld);
-}
-
-static int run_delta_rule_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_delta_rule_vjp, lacs_ref_delta_rule_vjp_ld);
-}
-
-static int run_gated_delta_rule_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_gated_delta_rule_vjp, lacs_ref_gated_delta_rule_vjp_ld);
-}
-
-static int run_comba_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_comba_vjp, lacs_ref_comba_vjp_ld);
-}
-
-static int run_efla_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_efla_vjp, lacs_ref_efla_vjp_ld);
-}
-
-static int run_softmax_attn_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_softmax_attn_vjp, lacs_ref_softmax_attn_vjp_ld);
-}
-
-static int run_fox_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_fox_vjp, lacs_ref_fox_vjp_ld);
-}
-
-static int run_deltaformer_vjp(const op_call *c, void *const *out, int ld)
-{
-    const lacs_ref_grads gd = GRADIENT_SLOTS;
-    const lacs_ref_grads_ld gl = GRADIENT_SLOTS;
-    return ld ? lacs_ref_deltaformer_vjp_ld(&c->dims, &c->in, c->form, &c->ct, &gl)
-              : lacs_ref_deltaformer_vjp(&c->dims, &c->in, c->form, &c->ct, &gd);
-}
-
-static int run_path_attn_vjp(const op_call *c, void *const *out, int ld)
-{
-    return run_vjp(c, out, ld, lacs_ref_path_attn_vjp, lacs_ref_path_attn_vjp_ld);
-}
-
-/* In the order of op_table. */
-static const op_adapter adapters[] = {
-    run_linear_attn, run_linear_attn_postnorm, run_retention, run_simple_gla, run_gla,
-    run_delta_rule, run_gated_delta_rule, run_comba, run_efla, run_softmax_attn, run_fox,
-    run_deltaformer, run_path_attn, run_mesa_net, run_rmsnorm, run_rmsnorm_vjp, run_dyt,
-    run_dyt_vjp, run_dyisru, run_dyisru_vjp, run_softcap, run_softcap_vjp, run_l2norm,
-    run_l2norm_vjp, run_linear_attn_vjp, run_retention_vjp, run_simple_gla_vjp, run_gla_vjp, run_delta_rule_vjp,
-    run_gated_delta_rule_vjp, run_comba_vjp, run_efla_vjp, run_softmax_attn_vjp, run_fox_vjp, run_deltaformer_vjp,
-    run_path_attn_vjp,
-};
-_Static_assert(sizeof adapters / sizeof adapters[0] == sizeof op_table / sizeof op_table[0],
-               "one adapter per op");
 
 /* ---- names and shapes ---- */
 
@@ -757,8 +724,8 @@ static void bind_input(op_call *c, const char *name, const double *values, const
     else if (strcmp(name, "dy") == 0) c->dy = values;
     else if (strcmp(name, "weight") == 0) c->weight = values;
     else if (strcmp(name, "bias") == 0) c->bias = values;
-    else if (strcmp(name, "alpha") == 0) c->alpha = values[0];
-    else if (strcmp(name, "C") == 0) c->C = values[0];
+    else if (strcmp(name, "alpha") == 0) c->scalar = values[0];
+    else if (strcmp(name, "C") == 0) c->scalar = values[0];
 }
 
 static int64_t shape_count(const lacs_output_shape *s)
@@ -837,7 +804,7 @@ int lacs_reference_run(const char *op, const lacs_tensor *inputs, int n_inputs,
         }
         slots[slot] = buffers[s];
     }
-    rc = adapters[info - op_table](&c, slots, long_double);
+    rc = call_reference(row_of(info), &c, slots, long_double);
     if (rc != LACS_OK)
         goto done;
 

@@ -13,7 +13,7 @@
 
 #include "lacs/output.h"
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 
 /* ---- printable text ---- */
 

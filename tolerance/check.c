@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "../reference/internal.h"
+#include "../core/error.h"
 #include "lacs/check.h"
 #include "lacs/gauge.h"
 #include "lacs/ops.h"

@@ -1,0 +1,96 @@
+/* The long-double build of the reference (-DLACS_REAL_LONG_DOUBLE; the Makefile compiles
+ * each reference file with -include reference/rename_ld.h). Every function compiled in both
+ * precisions is written once, under its double name (int lacs_ref_delta_rule(...)), and
+ * this header renames it to its long-double twin, declared in include/lacs/reference_ld.h
+ * for the public ones. tests/check_names.sh checks that it renames every lacs_ref_*_ld that
+ * header declares; the Makefile derives the binary32 build's renames (rename_f32.h) from it.
+ * Private to reference/. */
+#ifndef LACS_REFERENCE_RENAME_LD_H
+#define LACS_REFERENCE_RENAME_LD_H
+
+/* Public: lacs/reference_ld.h. */
+#define lacs_ref_comba lacs_ref_comba_ld
+#define lacs_ref_comba_vjp lacs_ref_comba_vjp_ld
+#define lacs_ref_delta_rule lacs_ref_delta_rule_ld
+#define lacs_ref_delta_rule_matrix lacs_ref_delta_rule_matrix_ld
+#define lacs_ref_delta_rule_ut lacs_ref_delta_rule_ut_ld
+#define lacs_ref_delta_rule_vjp lacs_ref_delta_rule_vjp_ld
+#define lacs_ref_deltaformer lacs_ref_deltaformer_ld
+#define lacs_ref_deltaformer_matrix lacs_ref_deltaformer_matrix_ld
+#define lacs_ref_deltaformer_neumann lacs_ref_deltaformer_neumann_ld
+#define lacs_ref_deltaformer_vjp lacs_ref_deltaformer_vjp_ld
+#define lacs_ref_dyisru lacs_ref_dyisru_ld
+#define lacs_ref_dyisru_vjp lacs_ref_dyisru_vjp_ld
+#define lacs_ref_dyt lacs_ref_dyt_ld
+#define lacs_ref_dyt_vjp lacs_ref_dyt_vjp_ld
+#define lacs_ref_efla lacs_ref_efla_ld
+#define lacs_ref_efla_coefficient lacs_ref_efla_coefficient_ld
+#define lacs_ref_efla_coefficient_derivatives lacs_ref_efla_coefficient_derivatives_ld
+#define lacs_ref_efla_ode lacs_ref_efla_ode_ld
+#define lacs_ref_efla_vjp lacs_ref_efla_vjp_ld
+#define lacs_ref_expm_psi lacs_ref_expm_psi_ld
+#define lacs_ref_fox lacs_ref_fox_ld
+#define lacs_ref_fox_matrix lacs_ref_fox_matrix_ld
+#define lacs_ref_fox_vjp lacs_ref_fox_vjp_ld
+#define lacs_ref_gated_delta_rule lacs_ref_gated_delta_rule_ld
+#define lacs_ref_gated_delta_rule_matrix lacs_ref_gated_delta_rule_matrix_ld
+#define lacs_ref_gated_delta_rule_vjp lacs_ref_gated_delta_rule_vjp_ld
+#define lacs_ref_gla lacs_ref_gla_ld
+#define lacs_ref_gla_matrix lacs_ref_gla_matrix_ld
+#define lacs_ref_gla_vjp lacs_ref_gla_vjp_ld
+#define lacs_ref_l2norm lacs_ref_l2norm_ld
+#define lacs_ref_l2norm_vjp lacs_ref_l2norm_vjp_ld
+#define lacs_ref_linear_attn lacs_ref_linear_attn_ld
+#define lacs_ref_linear_attn_matrix lacs_ref_linear_attn_matrix_ld
+#define lacs_ref_linear_attn_postnorm lacs_ref_linear_attn_postnorm_ld
+#define lacs_ref_linear_attn_vjp lacs_ref_linear_attn_vjp_ld
+#define lacs_ref_mesa_net lacs_ref_mesa_net_ld
+#define lacs_ref_mesa_net_parallel lacs_ref_mesa_net_parallel_ld
+#define lacs_ref_path_attn lacs_ref_path_attn_ld
+#define lacs_ref_path_attn_matrix lacs_ref_path_attn_matrix_ld
+#define lacs_ref_path_attn_recursive lacs_ref_path_attn_recursive_ld
+#define lacs_ref_path_attn_vjp lacs_ref_path_attn_vjp_ld
+#define lacs_ref_rank1_function lacs_ref_rank1_function_ld
+#define lacs_ref_retention lacs_ref_retention_ld
+#define lacs_ref_retention_matrix lacs_ref_retention_matrix_ld
+#define lacs_ref_retention_vjp lacs_ref_retention_vjp_ld
+#define lacs_ref_rmsnorm lacs_ref_rmsnorm_ld
+#define lacs_ref_rmsnorm_jacobian lacs_ref_rmsnorm_jacobian_ld
+#define lacs_ref_rmsnorm_vjp lacs_ref_rmsnorm_vjp_ld
+#define lacs_ref_sigmoid lacs_ref_sigmoid_ld
+#define lacs_ref_simple_gla lacs_ref_simple_gla_ld
+#define lacs_ref_simple_gla_matrix lacs_ref_simple_gla_matrix_ld
+#define lacs_ref_simple_gla_vjp lacs_ref_simple_gla_vjp_ld
+#define lacs_ref_softcap lacs_ref_softcap_ld
+#define lacs_ref_softcap_vjp lacs_ref_softcap_vjp_ld
+#define lacs_ref_softmax_attn lacs_ref_softmax_attn_ld
+#define lacs_ref_softmax_attn_matrix lacs_ref_softmax_attn_matrix_ld
+#define lacs_ref_softmax_attn_vjp lacs_ref_softmax_attn_vjp_ld
+#define lacs_ref_symmetric_eigenvalues lacs_ref_symmetric_eigenvalues_ld
+#define lacs_ref_ttt_loss lacs_ref_ttt_loss_ld
+
+/* Internal: reference/internal.h. */
+#define lacs_internal_causal_softmax lacs_internal_causal_softmax_ld
+#define lacs_internal_cholesky_solve lacs_internal_cholesky_solve_ld
+#define lacs_internal_decayed_final_state lacs_internal_decayed_final_state_ld
+#define lacs_internal_decayed_scores lacs_internal_decayed_scores_ld
+#define lacs_internal_delta_correction lacs_internal_delta_correction_ld
+#define lacs_internal_delta_family_vjp lacs_internal_delta_family_vjp_ld
+#define lacs_internal_delta_matrix_kernel lacs_internal_delta_matrix_kernel_ld
+#define lacs_internal_dot lacs_internal_dot_ld
+#define lacs_internal_gate_gradient_rounded lacs_internal_gate_gradient_rounded_ld
+#define lacs_internal_gate_row_adjoint lacs_internal_gate_row_adjoint_ld
+#define lacs_internal_log_decay lacs_internal_log_decay_ld
+#define lacs_internal_matmul lacs_internal_matmul_ld
+#define lacs_internal_readout_adjoint lacs_internal_readout_adjoint_ld
+#define lacs_internal_rms_normalize lacs_internal_rms_normalize_ld
+#define lacs_internal_run_per_head lacs_internal_run_per_head_ld
+#define lacs_internal_run_per_head_vjp lacs_internal_run_per_head_vjp_ld
+#define lacs_internal_softmax_adjoint lacs_internal_softmax_adjoint_ld
+#define lacs_internal_state_add_outer lacs_internal_state_add_outer_ld
+#define lacs_internal_state_readout lacs_internal_state_readout_ld
+#define lacs_internal_state_rounded lacs_internal_state_rounded_ld
+#define lacs_internal_unit_lower_solve lacs_internal_unit_lower_solve_ld
+#define lacs_internal_weights_from_rounded_lse lacs_internal_weights_from_rounded_lse_ld
+
+#endif
