@@ -218,8 +218,12 @@ test-names:
 	bash tests/check_names.sh
 	bash tests/check_names.sh --self-test
 
+# Under the sanitizers the suites run one at a time (--jobs 1): Criterion 2.4's runner (Debian's libcriterion3)
+# with two workers leaks one 48-byte calloc of its own, the report's only frame libcriterion.so.3 (measured
+# 2026-11-25: every run of the whole suite with --jobs 2, never with --jobs 1). A suppression would match every
+# leak of a test too (Criterion's runner is on each test's stack), so the runner is changed instead.
 test-c: $(BUILD)/lacs-tests
-	./$(BUILD)/lacs-tests
+	./$(BUILD)/lacs-tests $(if $(filter 1,$(SANITIZE)),--jobs 1)
 
 # The Python reader and its agreement with the C one (interpreter: Debian's, for NumPy).
 test-python: $(BUILD)/lacs-dump $(BUILD)/lacs-generate $(BUILD)/liblacs.so $(BUILD)/lacs $(TEST_PLUGIN_SO) $(BUILD)/liblacs_cuda_emulated.so \
