@@ -1,0 +1,54 @@
+/* builtin:cpu, the gradients of the recurrent family (SPEC.md 4.19, README.md
+ * section 8): what recurrent_backward.c (the op: parameters, sequences,
+ * checkpoints, threads) shares with the kernels of
+ * recurrent_backward_kernels.h (one token's forward step and its adjoint,
+ * written once over a primitive layer and built per instruction set:
+ * recurrent_backward_avx512.c, recurrent_backward_avx2.c,
+ * recurrent_backward_scalar.c).
+ */
+#ifndef LACS_CPU_RECURRENT_BACKWARD_H
+#define LACS_CPU_RECURRENT_BACKWARD_H
+
+#include <stdint.h>
+
+#include "cpu.h"
+
+/* The update of one token (SPEC.md 4.19's table), with h' = D_t h_{t-1}:
+ *   LINEAR  h_t = h' + k v^T                                  (linear_attn, retention, simple_gla, gla)
+ *   DELTA   h_t = h' + k u^T, u = c (v - h'^T k)              (delta_rule, gated_delta_rule, efla)
+ *   COMBA   h_t = h' + k u^T, u = c (v - h_{t-1}^T k)         (comba: the correction reads the un-decayed state) */
+typedef enum { BACKWARD_LINEAR = 0, BACKWARD_DELTA = 1, BACKWARD_COMBA = 2 } lacs_cpu_backward_update;
+
+/* One token of one (sequence, value head), its rows widened to fp32. */
+typedef struct {
+    const float *q, *k, *v, *dout; /* [K], [K], [V], [V] */
+    const float *decay;            /* [K]: exp(g) of each state row (every row the same for a scalar gate); NULL: none */
+    float coef;                    /* c: beta, EFLA's coefficient (E5), 1 for LINEAR */
+} lacs_cpu_backward_token;
+
+/* The kernels of one instruction set. States are K x V row-major fp32. */
+typedef struct {
+    const char *isa;
+    /* next = the state after token x from prev (next may be prev). e (V floats, may be NULL) receives
+     * v - p, the correction's error (DELTA, COMBA). */
+    void (*forward_step)(lacs_cpu_backward_update update, int64_t K, int64_t V, const float *prev, float *next,
+                         const lacs_cpu_backward_token *x, float *e);
+    /* The adjoint of token x (SPEC.md 4.19's table): prev = h_{t-1}, cur = h_t, e the forward's error; dh
+     * [K x V] is the cotangent of h_t on entry and of h_{t-1} on return. Writes dq, dk [K], dv [V] (not
+     * added to), dlog [K] (the gradient of the log decay of each row; only with a decay) and *dcoef (the
+     * gradient of c; DELTA, COMBA). du, dp: V floats of workspace. */
+    void (*backward_step)(lacs_cpu_backward_update update, int64_t K, int64_t V, float scale, const float *prev,
+                          const float *cur, const float *e, const lacs_cpu_backward_token *x, float *dh, float *dq,
+                          float *dk, float *dv, float *dlog, float *dcoef, float *du, float *dp);
+} lacs_cpu_backward_kernels;
+
+extern const lacs_cpu_backward_kernels lacs_cpu_backward_kernels_scalar;
+extern const lacs_cpu_backward_kernels lacs_cpu_backward_kernels_avx2;
+extern const lacs_cpu_backward_kernels lacs_cpu_backward_kernels_avx512;
+
+/* recurrent_backward.c: the VJP ops of the recurrent family (called by lacs_cpu_run after validation). */
+int lacs_cpu_recurrent_backward(const lacs_cpu_call *c);
+/* Whether builtin:cpu implements the VJP op `op` (dispatch.c's declaration). */
+int lacs_cpu_recurrent_backward_implements(const char *op);
+
+#endif
