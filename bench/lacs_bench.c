@@ -74,6 +74,7 @@
 #define GOAL_BF16_VS_FP32_AVX2 1.00
 #define GOAL_VS_BANDWIDTH 0.70
 #define GOAL_ATTENTION_VS_SGEMM 0.60
+#define GOAL_BACKWARD_VS_SGEMM 0.30 /* issue 20: the GDN backward, counting 3x the forward's flops */
 /* The recurrent family's workspace may not grow with T: at T = 16384 it may
  * exceed T = 1024's by this much (allocator noise), no more. */
 #define WORKSPACE_SLACK_MB 8.0
@@ -82,7 +83,7 @@
 
 static const char *const bench_ops[] = {"delta_rule", "gated_delta_rule", "softmax_attn", "fox",       "path_attn",
                                         "dyt",        "dyt_vjp",          "dyisru",       "dyisru_vjp", "rmsnorm",
-                                        "rmsnorm_vjp", "softcap",         "softcap_vjp"};
+                                        "rmsnorm_vjp", "softcap",         "softcap_vjp", "gated_delta_rule_vjp"};
 #define N_BENCH_OPS ((int)(sizeof bench_ops / sizeof bench_ops[0]))
 
 #define MAX_ISAS 2
@@ -105,7 +106,8 @@ static void print_usage(FILE *f)
             "  instruction set and tier, then one `target ...` line per goal (bench/README.md).\n"
             "  --quick   small shapes (T=256, H=4, 4 MiB norms, sgemm 512): the CI run, < 60 s\n"
             "  --op      delta_rule, gated_delta_rule (with its decode lines), softmax_attn, fox, path_attn,\n"
-            "            dyt, dyt_vjp, dyisru, dyisru_vjp, rmsnorm, rmsnorm_vjp, softcap, softcap_vjp\n"
+            "            dyt, dyt_vjp, dyisru, dyisru_vjp, rmsnorm, rmsnorm_vjp, softcap, softcap_vjp,\n"
+            "            gated_delta_rule_vjp (the GDN backward, issue 20)\n"
             "            (repeatable or comma-separated; default: all)\n"
             "  --tier    fp32 or bf16 (default: both)\n"
             "  --isa     the instruction sets to measure (default: LACS_ISA if set, else every one of\n"
@@ -249,7 +251,7 @@ static const char *const mode_names[] = {"prefill", "decode", "elementwise"};
 typedef enum { GROWTH_NONE, GROWTH_LINEAR, GROWTH_QUADRATIC, GROWTH_CUBIC } reference_growth;
 static const char *const growth_names[] = {"none", "linear", "quadratic", "cubic"};
 
-typedef enum { FAMILY_RECURRENT, FAMILY_ATTENTION, FAMILY_NORM } op_family;
+typedef enum { FAMILY_RECURRENT, FAMILY_ATTENTION, FAMILY_NORM, FAMILY_BACKWARD } op_family;
 
 typedef struct {
     const char *op;
@@ -268,6 +270,8 @@ static op_family family_of(const char *op)
         return FAMILY_RECURRENT;
     if (strcmp(op, "softmax_attn") == 0 || strcmp(op, "fox") == 0 || strcmp(op, "path_attn") == 0)
         return FAMILY_ATTENTION;
+    if (strcmp(op, "gated_delta_rule_vjp") == 0)
+        return FAMILY_BACKWARD;
     return FAMILY_NORM;
 }
 
@@ -317,6 +321,10 @@ static int build_configs(const options *opt, bench_config *list)
                 /* d = 64: H = HV = 4 heads of K = V = 64 */
                 n = add_config(list, n, (bench_config){op, MODE_PREFILL, bf16, 1, attention_T, 4, 4, 64, 64, 3});
                 break;
+            case FAMILY_BACKWARD:
+                /* issue 20: B = 1, T = 4096, H = HV = 16, K = V = 128 */
+                n = add_config(list, n, (bench_config){op, MODE_PREFILL, bf16, 1, attention_T, heads, heads, 128, 128, 3});
+                break;
             case FAMILY_NORM:
                 n = add_config(list, n,
                                (bench_config){op, MODE_ELEMENTWISE, bf16, 1, norm_rows, 1, 1, norm_dim, norm_dim, 3});
@@ -331,7 +339,7 @@ static reference_growth config_growth(const bench_config *c)
 {
     if (c->mode != MODE_PREFILL)
         return GROWTH_NONE;
-    if (family_of(c->op) == FAMILY_RECURRENT)
+    if (family_of(c->op) == FAMILY_RECURRENT || family_of(c->op) == FAMILY_BACKWARD)
         return GROWTH_LINEAR;
     return strcmp(c->op, "path_attn") == 0 ? GROWTH_CUBIC : GROWTH_QUADRATIC;
 }
@@ -358,6 +366,8 @@ static double config_flops(const bench_config *c)
         return T * heads * 6 * K * V; /* delta_rule, gated_delta_rule: both erase */
     case FAMILY_ATTENTION:
         return T * T * (K + V) * heads;
+    case FAMILY_BACKWARD:
+        return T * heads * 18 * K * V; /* 3 x the forward's 6 K V (issue 20) */
     case FAMILY_NORM:
         break;
     }
@@ -519,6 +529,7 @@ static int build_problem(const bench_config *c, int64_t T, tensor_set *s)
         rc = build_norm_inputs(c, T, s);
     } else {
         const int attention = family_of(c->op) == FAMILY_ATTENTION, is_path = strcmp(c->op, "path_attn") == 0;
+        const int backward = family_of(c->op) == FAMILY_BACKWARD;
         const int64_t qk_shape[4] = {c->B, T, c->H, c->K}, v_shape[4] = {c->B, T, c->HV, c->V};
         const int64_t gate_shape[3] = {c->B, T, c->HV}, state_shape[4] = {c->B, c->HV, c->K, c->V};
         rc |= add_input(s, "q", bf16, 4, qk_shape, attention ? DRAW_NORMAL : DRAW_UNIT_ROWS, 0);
@@ -528,8 +539,10 @@ static int build_problem(const bench_config *c, int64_t T, tensor_set *s)
             rc |= add_input(s, "beta", bf16, 3, gate_shape, is_path ? DRAW_PATH_STEP : DRAW_STEP, 0);
         if (is_path)
             rc |= add_input(s, "w", bf16, 4, qk_shape, DRAW_UNIT_ROWS, 0);
-        if (strcmp(c->op, "gated_delta_rule") == 0)
+        if (strcmp(c->op, "gated_delta_rule") == 0 || backward)
             rc |= add_input(s, "g", bf16, 3, gate_shape, DRAW_LOG_DECAY, 0);
+        if (backward) /* the cotangent of o */
+            rc |= add_input(s, "do", bf16, 4, v_shape, DRAW_NORMAL, 0);
         if (strcmp(c->op, "fox") == 0)
             rc |= add_input(s, "g", bf16, 3, gate_shape, DRAW_LOG_FORGET, 0);
         if (c->mode == MODE_DECODE)
@@ -1438,6 +1451,16 @@ static void print_summary(const bench_config *configs, config_outcome (*outcomes
                                  ia->sgemm_gflops,
                              "attention_flops/algorithm_flops*block_gemm/sgemm");
             }
+        /* issue 20: the GDN backward against sgemm, its flops counted as 3x the forward's (18 K V per token and
+         * head); the bound is not a measured roofline here (na): README.md section 8 says what limits it */
+        for (int tier = 0; tier < 2; tier++) {
+            const config_outcome *bwd =
+                find_outcome(configs, outcomes, n, i, "gated_delta_rule_vjp", tier, MODE_PREFILL, 1, attention_T);
+            snprintf(what, sizeof what, "op=gated_delta_rule_vjp tier=%s mode=prefill T=%lld", tier ? "bf16" : "fp32",
+                     (long long)attention_T);
+            print_target(isa, what, "ratio_vs_sgemm", GOAL_BACKWARD_VS_SGEMM, bwd ? bwd->ratio_vs_sgemm : NAN,
+                         outcome_problem(bwd), NAN, "token_adjoint_over_states_in_L2(optimized/cpu/README.md_8)");
+        }
         /* O(state) memory: the recurrent family's workspace does not grow with T */
         for (int o = 0; o < 2 && long_T > short_T; o++) {
             const config_outcome *s = find_outcome(configs, outcomes, n, i, recurrent_ops[o], 0, MODE_PREFILL, 1, short_T);
