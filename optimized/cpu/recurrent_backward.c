@@ -8,7 +8,7 @@
  * chunk from checkpoints, so that no buffer grows with T faster than its
  * square root:
  *   1. the forward from h0, keeping the state at the start of every segment
- *      of M = ceil(sqrt(#chunks)) chunks of C = LACS_CPU_CHUNK tokens;
+ *      of M = ceil(sqrt(#chunks)) chunks of C = BACKWARD_CHUNK tokens;
  *   2. segment by segment from the last: the forward again from the
  *      segment's state, keeping the state at the start of each of its chunks;
  *   3. chunk by chunk from the last: the forward again from the chunk's
@@ -31,6 +31,10 @@
 #include "recurrent.h"
 #include "recurrent_backward.h"
 
+/* Tokens per chunk: C + 1 states of K x V floats (594 KiB at K = V = 128, C = 8) stay in a 1 MiB L2 while
+ * the chunk's adjoint reads them. */
+#define BACKWARD_CHUNK 8
+
 typedef struct {
     const lacs_cpu_call *call;
     int64_t B, T, H, HV, G, K, V, n_seqs, max_length;
@@ -52,19 +56,21 @@ typedef struct {
     float *dh;         /* K V */
     float *q, *k, *v, *dout, *decay, *e; /* a chunk's rows: C x K, C x K, C x V, C x V, C x K, C x V */
     float *coef, *dc_dbeta, *dc_dknorm2;  /* C */
-    float *dq, *dk, *dv, *dlog, *du, *dp; /* one token's: K, K, V, K, V, V */
+    float *dq, *dk, *dv, *dlog, *dcoef;   /* a chunk's gradients: C x K, C x K, C x V, C x K, C */
+    float *du, *u, *dp;                   /* V each */
+    lacs_cpu_backward_token x[BACKWARD_CHUNK];
 } backward_workspace;
 
 static void workspace_free(backward_workspace *w)
 {
     float *all[] = {w->segments, w->chunks, w->tokens, w->dh, w->q, w->k, w->v, w->dout, w->decay, w->e,
-                    w->coef, w->dc_dbeta, w->dc_dknorm2, w->dq, w->dk, w->dv, w->dlog, w->du, w->dp};
+                    w->coef, w->dc_dbeta, w->dc_dknorm2, w->dq, w->dk, w->dv, w->dlog, w->dcoef, w->du, w->u, w->dp};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]);
     memset(w, 0, sizeof *w);
 }
 
-static int64_t chunks_of(int64_t length) { return (length + LACS_CPU_CHUNK - 1) / LACS_CPU_CHUNK; }
+static int64_t chunks_of(int64_t length) { return (length + BACKWARD_CHUNK - 1) / BACKWARD_CHUNK; }
 
 /* M = ceil(sqrt(#chunks)): the chunks of a segment, and a bound on the number of segments. */
 static int64_t segment_chunks(int64_t length)
@@ -80,7 +86,7 @@ static float *floats(size_t n) { return malloc((n > 0 ? n : 1) * sizeof(float));
 
 static int workspace_alloc(backward_workspace *w, const backward_op *r)
 {
-    const size_t C = LACS_CPU_CHUNK, K = (size_t)r->K, V = (size_t)r->V, KV = K * V;
+    const size_t C = BACKWARD_CHUNK, K = (size_t)r->K, V = (size_t)r->V, KV = K * V;
     const size_t M = (size_t)segment_chunks(r->max_length);
     memset(w, 0, sizeof *w);
     w->segments = floats(M * KV);
@@ -96,15 +102,17 @@ static int workspace_alloc(backward_workspace *w, const backward_op *r)
     w->coef = floats(C);
     w->dc_dbeta = floats(C);
     w->dc_dknorm2 = floats(C);
-    w->dq = floats(K);
-    w->dk = floats(K);
-    w->dv = floats(V);
-    w->dlog = floats(K);
+    w->dq = floats(C * K);
+    w->dk = floats(C * K);
+    w->dv = floats(C * V);
+    w->dlog = floats(C * K);
+    w->dcoef = floats(C);
     w->du = floats(V);
+    w->u = floats(V);
     w->dp = floats(V);
     if (!w->segments || !w->chunks || !w->tokens || !w->dh || !w->q || !w->k || !w->v || !w->dout || !w->decay ||
-        !w->e || !w->coef || !w->dc_dbeta || !w->dc_dknorm2 || !w->dq || !w->dk || !w->dv || !w->dlog || !w->du ||
-        !w->dp) {
+        !w->e || !w->coef || !w->dc_dbeta || !w->dc_dknorm2 || !w->dq || !w->dk || !w->dv || !w->dlog || !w->dcoef ||
+        !w->du || !w->u || !w->dp) {
         workspace_free(w);
         return LACS_ERR_MEMORY;
     }
@@ -160,27 +168,20 @@ static void load_chunk(const backward_op *r, backward_workspace *w, int64_t t0, 
                 w->dc_dknorm2[i] = (float)dc_dknorm2;
             }
         }
+        w->x[i] = (lacs_cpu_backward_token){.q = w->q + i * K,
+                                            .k = k,
+                                            .v = w->v + i * V,
+                                            .dout = w->dout + i * V,
+                                            .decay = r->gate != GATE_NONE ? decay : NULL,
+                                            .coef = w->coef[i]};
     }
-}
-
-static lacs_cpu_backward_token token_of(const backward_op *r, const backward_workspace *w, int64_t i)
-{
-    return (lacs_cpu_backward_token){.q = w->q + i * r->K,
-                                     .k = w->k + i * r->K,
-                                     .v = w->v + i * r->V,
-                                     .dout = w->dout + i * r->V,
-                                     .decay = r->gate != GATE_NONE ? w->decay + i * r->K : NULL,
-                                     .coef = w->coef[i]};
 }
 
 /* The state S advanced in place over tokens t0 .. t0 + n - 1 (n <= C). */
 static void advance(const backward_op *r, backward_workspace *w, float *S, int64_t t0, int64_t n, int64_t hv)
 {
     load_chunk(r, w, t0, n, hv, 0);
-    for (int64_t i = 0; i < n; i++) {
-        const lacs_cpu_backward_token x = token_of(r, w, i);
-        r->kernels->forward_step(r->update, r->K, r->V, S, S, &x, w->e);
-    }
+    r->kernels->forward(r->update, r->K, r->V, S, 0, n, w->x, w->e);
 }
 
 /* The adjoint of one chunk, tokens t0 .. t0 + n - 1, entering with w->tokens[0]
@@ -191,38 +192,35 @@ static void chunk_adjoint(const backward_op *r, backward_workspace *w, int64_t t
 {
     const int64_t K = r->K, V = r->V, KV = K * V, h = hv / r->G;
     load_chunk(r, w, t0, n, hv, 1);
+    r->kernels->forward(r->update, K, V, w->tokens, KV, n, w->x, w->e);
+    r->kernels->backward(r->update, K, V, r->scale, w->tokens, KV, n, w->e, w->x, w->dh, w->dq, w->dk, w->dv,
+                         w->dlog, w->dcoef, w->du, w->u, w->dp);
     for (int64_t i = 0; i < n; i++) {
-        const lacs_cpu_backward_token x = token_of(r, w, i);
-        r->kernels->forward_step(r->update, K, V, w->tokens + i * KV, w->tokens + (i + 1) * KV, &x, w->e + i * V);
-    }
-    for (int64_t i = n - 1; i >= 0; i--) {
         const int64_t t = t0 + i;
-        const lacs_cpu_backward_token x = token_of(r, w, i);
-        float dcoef = 0.0f;
-        r->kernels->backward_step(r->update, K, V, r->scale, w->tokens + i * KV, w->tokens + (i + 1) * KV,
-                                  w->e + i * V, &x, w->dh, w->dq, w->dk, w->dv, w->dlog, &dcoef, w->du, w->dp);
+        const float dcoef = w->dcoef[i], *dqi = w->dq + i * K, *dlog = w->dlog + i * K;
+        float *dki = w->dk + i * K;
         if (r->efla) /* c depends on |k|^2: dk += 2 k dc dc/d|k|^2 */
             for (int64_t c = 0; c < K; c++)
-                w->dk[c] += 2.0f * x.k[c] * (dcoef * w->dc_dknorm2[i]);
+                dki[c] += 2.0f * w->x[i].k[c] * (dcoef * w->dc_dknorm2[i]);
         float *dq = r->dq ? (float *)r->dq->data + (t * r->H + h) * K : NULL;
         float *dk = r->dk ? (float *)r->dk->data + (t * r->H + h) * K : NULL;
         for (int64_t c = 0; c < K; c++) {
             if (dq)
-                dq[c] = first_head ? w->dq[c] : dq[c] + w->dq[c];
+                dq[c] = first_head ? dqi[c] : dq[c] + dqi[c];
             if (dk)
-                dk[c] = first_head ? w->dk[c] : dk[c] + w->dk[c];
+                dk[c] = first_head ? dki[c] : dk[c] + dki[c];
         }
         if (r->dv)
-            memcpy((float *)r->dv->data + (t * r->HV + hv) * V, w->dv, (size_t)V * sizeof(float));
+            memcpy((float *)r->dv->data + (t * r->HV + hv) * V, w->dv + i * V, (size_t)V * sizeof(float));
         if (r->dbeta)
             ((float *)r->dbeta->data)[t * r->HV + hv] = dcoef * w->dc_dbeta[i];
         if (r->gate == GATE_CHANNEL) {
             if (r->dg)
-                memcpy((float *)r->dg->data + (t * r->HV + hv) * K, w->dlog, (size_t)K * sizeof(float));
+                memcpy((float *)r->dg->data + (t * r->HV + hv) * K, dlog, (size_t)K * sizeof(float));
         } else if (r->gate != GATE_NONE) {
             double sum = 0.0;
             for (int64_t c = 0; c < K; c++)
-                sum += w->dlog[c];
+                sum += dlog[c];
             if (r->gate == GATE_SCALAR && r->dg)
                 ((float *)r->dg->data)[t * r->HV + hv] = (float)sum;
             else
@@ -243,7 +241,7 @@ static void run_sequence_head(void *context, int64_t item, int thread)
     const backward_job *job = context;
     const backward_op *r = job->r;
     backward_workspace *w = &job->workspaces[thread];
-    const int64_t seq = item / r->H, h = item % r->H, KV = r->K * r->V, C = LACS_CPU_CHUNK;
+    const int64_t seq = item / r->H, h = item % r->H, KV = r->K * r->V, C = BACKWARD_CHUNK;
     int64_t start;
     const int64_t length = lacs_cpu_sequences(r->call, r->T, seq, &start);
     const int64_t n_chunks = chunks_of(length), M = segment_chunks(length);

@@ -26,20 +26,25 @@ typedef struct {
     float coef;                    /* c: beta, EFLA's coefficient (E5), 1 for LINEAR */
 } lacs_cpu_backward_token;
 
-/* The kernels of one instruction set. States are K x V row-major fp32. */
+/* The kernels of one instruction set. States are K x V row-major fp32; x[i] is token i of a run of n. */
 typedef struct {
     const char *isa;
-    /* next = the state after token x from prev (next may be prev). e (V floats, may be NULL) receives
-     * v - p, the correction's error (DELTA, COMBA). */
-    void (*forward_step)(lacs_cpu_backward_update update, int64_t K, int64_t V, const float *prev, float *next,
-                         const lacs_cpu_backward_token *x, float *e);
-    /* The adjoint of token x (SPEC.md 4.19's table): prev = h_{t-1}, cur = h_t, e the forward's error; dh
-     * [K x V] is the cotangent of h_t on entry and of h_{t-1} on return. Writes dq, dk [K], dv [V] (not
-     * added to), dlog [K] (the gradient of the log decay of each row; only with a decay) and *dcoef (the
-     * gradient of c; DELTA, COMBA). du, dp: V floats of workspace. */
-    void (*backward_step)(lacs_cpu_backward_update update, int64_t K, int64_t V, float scale, const float *prev,
-                          const float *cur, const float *e, const lacs_cpu_backward_token *x, float *dh, float *dq,
-                          float *dk, float *dv, float *dlog, float *dcoef, float *du, float *dp);
+    /* The forward over n tokens from states[0]: with stride > 0, states[i + 1] = states + (i + 1) stride
+     * receives the state after token i; with stride 0, states[0] is advanced in place. e[i * V ..] (n x V)
+     * receives v_i - p_i, the correction's error (DELTA, COMBA; workspace for LINEAR). One sweep down the
+     * rows per token (and one before the first, for its p): each sweep writes h_i and accumulates the
+     * next token's p. */
+    void (*forward)(lacs_cpu_backward_update update, int64_t K, int64_t V, float *states, int64_t stride,
+                    int64_t n, const lacs_cpu_backward_token *x, float *e);
+    /* The adjoint of n tokens (SPEC.md 4.19's table), states[i] = h_{i-1} (i = 0 .. n, stride apart), e the
+     * forward's errors; dh [K x V] is the cotangent of h_{n-1} on entry and of the state before token 0 on
+     * return. Writes per token i: dq[i K ..], dk[i K ..], dv[i V ..], dlog[i K ..] (the gradient of the log
+     * decay of each row; only with a decay) and dcoef[i] (the gradient of c; DELTA, COMBA). du, u, dp: V
+     * floats of workspace each. One sweep down the rows per token (and one before the last, for its
+     * readout): token i's update's adjoint fused with token i - 1's readout's. */
+    void (*backward)(lacs_cpu_backward_update update, int64_t K, int64_t V, float scale, const float *states,
+                     int64_t stride, int64_t n, const float *e, const lacs_cpu_backward_token *x, float *dh,
+                     float *dq, float *dk, float *dv, float *dlog, float *dcoef, float *du, float *u, float *dp);
 } lacs_cpu_backward_kernels;
 
 extern const lacs_cpu_backward_kernels lacs_cpu_backward_kernels_scalar;
