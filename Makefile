@@ -176,7 +176,11 @@ $(BUILD)/lacs-bench: bench/lacs_bench.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEAD
 $(BUILD)/lacs-bench-gemm: bench/bench_gemm.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEADERS)
 	$(CC) $(CFLAGS_LACS) -pthread -Ioptimized/cpu -o $@ bench/bench_gemm.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
 
-bench: $(BUILD)/lacs-bench $(BUILD)/lacs-bench-gemm
+# lacs-bench-backward: microseconds per token of each kernel of builtin:cpu's recurrent backward, one thread.
+$(BUILD)/lacs-bench-backward: bench/bench_backward.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEADERS)
+	$(CC) $(CFLAGS_LACS) -pthread -Ioptimized/cpu -o $@ bench/bench_backward.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
+
+bench: $(BUILD)/lacs-bench $(BUILD)/lacs-bench-gemm $(BUILD)/lacs-bench-backward
 	./$(BUILD)/lacs-bench $(BENCH_ARGS)
 
 bench-quick: $(BUILD)/lacs-bench
