@@ -160,7 +160,7 @@ check: $(BUILD)/lacs
 	./$(BUILD)/lacs check --impl $(IMPL)
 
 # make test-cpu: builtin:cpu over every core vector under each instruction set (LACS_ISA=avx512, avx2,
-# scalar): every case must pass, none skipped but the gradients of the ops on sequences (SPEC.md 4.19), which
+# scalar): every case must pass, none skipped but the gradients of the attention forms (SPEC.md 4.19), which
 # builtin:cpu does not implement yet and must skip with its reason (tests/test_cpu.sh); an instruction set this
 # CPU lacks is skipped with the reason `lacs list` gives.
 test-cpu: $(BUILD)/lacs
@@ -176,11 +176,7 @@ $(BUILD)/lacs-bench: bench/lacs_bench.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEAD
 $(BUILD)/lacs-bench-gemm: bench/bench_gemm.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEADERS)
 	$(CC) $(CFLAGS_LACS) -pthread -Ioptimized/cpu -o $@ bench/bench_gemm.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
 
-# lacs-bench-backward: microseconds per token of each kernel of builtin:cpu's recurrent backward, one thread.
-$(BUILD)/lacs-bench-backward: bench/bench_backward.c $(BUILD)/liblacs.a $(HEADERS) $(CPU_HEADERS)
-	$(CC) $(CFLAGS_LACS) -pthread -Ioptimized/cpu -o $@ bench/bench_backward.c $(BUILD)/liblacs.a $(LDFLAGS_LACS) $(LIBS)
-
-bench: $(BUILD)/lacs-bench $(BUILD)/lacs-bench-gemm $(BUILD)/lacs-bench-backward
+bench: $(BUILD)/lacs-bench $(BUILD)/lacs-bench-gemm
 	./$(BUILD)/lacs-bench $(BENCH_ARGS)
 
 bench-quick: $(BUILD)/lacs-bench

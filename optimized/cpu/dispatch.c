@@ -476,8 +476,8 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
         }
         /* the other gradients of the ops on sequences (SPEC.md 4.19): a SKIP, said so and declared
          * (op_implemented), until builtin:cpu has them */
-        lacs_cpu_error(LACS_UNSUPPORTED, op, "builtin:cpu does not implement the gradients of the ops on "
-                                             "sequences yet (the *_vjp ops of SPEC.md 4.19)");
+        lacs_cpu_error(LACS_UNSUPPORTED, op, "builtin:cpu does not implement the gradients of the attention "
+                                             "forms yet (SPEC.md 4.19)");
         return LACS_UNSUPPORTED;
     }
     return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu has no implementation of this family");

@@ -31,9 +31,7 @@
 #include "recurrent.h"
 #include "recurrent_backward.h"
 
-/* Tokens per chunk: C + 1 states of K x V floats (594 KiB at K = V = 128, C = 8) stay in a 1 MiB L2 while
- * the chunk's adjoint reads them. */
-#define BACKWARD_CHUNK 8
+#define BACKWARD_CHUNK LACS_CPU_BACKWARD_CHUNK
 
 typedef struct {
     const lacs_cpu_call *call;

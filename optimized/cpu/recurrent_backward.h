@@ -17,6 +17,10 @@
  *   LINEAR  h_t = h' + k v^T                                  (linear_attn, retention, simple_gla, gla)
  *   DELTA   h_t = h' + k u^T, u = c (v - h'^T k)              (delta_rule, gated_delta_rule, efla)
  *   COMBA   h_t = h' + k u^T, u = c (v - h_{t-1}^T k)         (comba: the correction reads the un-decayed state) */
+/* Tokens per chunk of the backward: C + 1 states of K x V floats (594 KiB at K = V = 128, C = 8) stay in a
+ * 1 MiB L2 while the chunk's adjoint reads them. */
+#define LACS_CPU_BACKWARD_CHUNK 8
+
 typedef enum { BACKWARD_LINEAR = 0, BACKWARD_DELTA = 1, BACKWARD_COMBA = 2 } lacs_cpu_backward_update;
 
 /* One token of one (sequence, value head), its rows widened to fp32. */
