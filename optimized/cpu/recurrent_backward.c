@@ -17,7 +17,8 @@
  *      from chunk to chunk (dht on entry, dh0 at the end).
  * Per thread: 2 ceil(sqrt(#chunks)) + C + 2 states of K x V floats and
  * O(C (K + V)) rows. The forward runs three times, the adjoint once; the
- * kernels (one token's step and its adjoint) are recurrent_backward_kernels.h's,
+ * kernels (the forward over a chunk and its adjoint, one sweep of the state
+ * per token each) are recurrent_backward_kernels.h's,
  * built per instruction set. One task per (sequence, q/k head): a q/k head
  * read by G value heads gets their gradients summed in value-head order
  * (SPEC.md 4.19, GVA), each task writing only its own rows; retention's

@@ -1,7 +1,7 @@
 /* builtin:cpu, the gradients of the recurrent family (SPEC.md 4.19, README.md
  * section 8): what recurrent_backward.c (the op: parameters, sequences,
  * checkpoints, threads) shares with the kernels of
- * recurrent_backward_kernels.h (one token's forward step and its adjoint,
+ * recurrent_backward_kernels.h (the forward over a chunk and its adjoint,
  * written once over a primitive layer and built per instruction set:
  * recurrent_backward_avx512.c, recurrent_backward_avx2.c,
  * recurrent_backward_scalar.c).

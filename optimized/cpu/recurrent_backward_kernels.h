@@ -1,10 +1,11 @@
 /* builtin:cpu, the recurrent family's backward kernels (README.md section 8):
- * one token's forward step and its adjoint (SPEC.md 4.19's table), written
- * once over a primitive layer (simd_avx512.h, simd_avx2.h or simd_scalar.h,
- * which the including file, recurrent_backward_<isa>.c, includes first),
- * building that instruction set's table RECURRENT_BACKWARD_KERNELS
- * (recurrent_backward.h). Vectors run along the V columns of a state row;
- * each step sweeps the K rows twice, binary32 throughout.
+ * the forward over a run of tokens and its adjoint (SPEC.md 4.19's table),
+ * written once over a primitive layer (simd_avx512.h, simd_avx2.h or
+ * simd_scalar.h, which the including file, recurrent_backward_<isa>.c,
+ * includes first), building that instruction set's table
+ * RECURRENT_BACKWARD_KERNELS (recurrent_backward.h). Vectors run along the V
+ * columns of a state row, binary32 throughout; each kernel sweeps the K rows
+ * once per token, fusing the two halves of consecutive tokens' work (below).
  *
  * Forward (h' = D h_{t-1}; c the step, u the write):
  *   LINEAR   h_t = h' + k v^T
@@ -22,7 +23,9 @@
 
 #include "recurrent_backward.h"
 
-/* The forward over n tokens (recurrent_backward.h). */
+/* The forward over n tokens (recurrent_backward.h): token i's sweep writes h_i row by row and accumulates
+ * p_{i+1} = hr_i^T k_{i+1} from the row it just wrote (hr = D_{i+1} h_i, or h_i for COMBA), so that e_{i+1}
+ * is ready for the next sweep; one sweep before the first token forms p_0. */
 static void forward(lacs_cpu_backward_update update, int64_t K, int64_t V, float *states, int64_t stride, int64_t n,
                     const lacs_cpu_backward_token *x, float *e)
 {
@@ -82,7 +85,10 @@ static void forward(lacs_cpu_backward_update update, int64_t K, int64_t V, float
     }
 }
 
-/* The adjoint of n tokens (recurrent_backward.h). */
+/* The adjoint of n tokens (recurrent_backward.h): a sweep for the last token's readout (sweep 1 above), then
+ * for each token i from the last, its sweep 2 fused with token i - 1's sweep 1: both read h_{i-1} (the state
+ * token i's update started from is the state token i - 1 read out), and dh's row, once carried to h_{i-1},
+ * takes token i - 1's readout term and adds to its du at once. */
 static void backward(lacs_cpu_backward_update update, int64_t K, int64_t V, float scale, const float *states,
                      int64_t stride, int64_t n, const float *e, const lacs_cpu_backward_token *x, float *dh, float *dq,
                      float *dk, float *dv, float *dlog, float *dcoef, float *du, float *u, float *dp)
