@@ -481,8 +481,8 @@ static int explain_over_time(const lacs_vector *v, int o, const lacs_tensor *act
     const int64_t start = c.backward ? last : first;
     cli_format_ratio(ratio_t[start], ratio, sizeof ratio);
     if (c.backward)
-        printf("      over time: last passes the limit at t = %lld, the %lld%s token (ratio %s); the backward runs\n"
-               "      from the last token to the first, so an error spreads to earlier tokens: it starts there\n",
+        printf("      over time: last passes the limit at t = %lld, the %lld%s token (ratio %s); in a backward the\n"
+               "      cotangents flow from later tokens to earlier ones, so an error spreads backwards: it starts there\n",
                (long long)start, (long long)start + 1, ordinal_suffix(start + 1), ratio);
     else
         printf("      over time: first passes the limit at t = %lld, the %lld%s token (ratio %s)\n", (long long)start,
