@@ -6,6 +6,9 @@
     the per-channel gate included), returning torch tensors; `build/lacs check --impl python:...` gives the same;
   - the same file with dh0 dropped fails: its backward returning None for the initial state (dh0 zeros) fails
     every case that has h0 and passes the others; dh0 left out of what run() returns fails as a missing output;
+  - the other VJP kinds run the same way (tests/python/impls/autograd_vjp.py: autograd's VJPs of the linear
+    family and of softmax attention / FoX, in fp32): per-head parameter gradients (dg_gamma), per-channel gates,
+    ops without a state; the same with dg_gamma averaged instead of summed fails retention's and ALiBi's cases;
   - `lacs explain` on a Python backward (build/lacs and python3 -m lacs) names the wrong gradient, its head and
     the token where it goes wrong, and where that token sits: a twin with dv wrong at one token of one head, and
     the dh0-dropped twin on a state carry (the error starts at the split).
@@ -150,6 +153,22 @@ class TorchBackward(unittest.TestCase):
         self.assertEqual(omitted.returncode, 1, omitted.stdout + omitted.stderr)
         self.assertIn("missing output 'dh0'", omitted.stdout)
         self.assertEqual(results(omitted.stdout)[f"{OP}-fp32-carry37"], "FAIL")
+
+    def test_the_other_vjp_kinds_run_through_the_harness(self):
+        ops = ("linear_attn_vjp", "retention_vjp", "simple_gla_vjp", "gla_vjp", "softmax_attn_vjp", "fox_vjp")
+        impl = f"python:{os.path.join(ROOT, 'tests', 'python', 'impls', 'autograd_vjp.py')}"
+        good = harness("check", "--impl", impl + ":run", "--op", ",".join(ops), "--tier", "fp32", "--jobs", "2")
+        self.assertEqual(good.returncode, 0, good.stdout + good.stderr)
+        passed, failed, skipped = (int(n) for n in CLOSING.search(good.stdout).groups())
+        self.assertEqual((failed, skipped), (0, 0))
+        self.assertGreaterEqual(passed, 60)
+        wrong = harness("check", "--impl", impl + ":run_gate_mean", "--op", ",".join(ops), "--tier", "fp32",
+                        "--jobs", "2")
+        self.assertEqual(wrong.returncode, 1, wrong.stdout + wrong.stderr)
+        self.assertIn("does not conform to lacs spec 1.4: retention_vjp fails in fp32; fox_vjp fails in fp32",
+                      wrong.stdout)
+        self.assertEqual(results(wrong.stdout)["fox_vjp-fp32-alibi"], "FAIL")
+        self.assertRegex(wrong.stdout, r"\n      dg_gamma\[\d\]: expected ")
 
     def test_explain_names_the_gradient_the_head_and_the_token(self):
         for explain in (lambda *a: lacs_program("explain", *a), lambda *a: harness("explain", *a)):
