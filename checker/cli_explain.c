@@ -285,8 +285,10 @@ static int64_t position_in_sequence(const lacs_layout *layout, int64_t t, int64_
     return t;
 }
 
-/* fla's chunk size: the chunk boundaries explain names (SPEC.md 11.8). */
-enum { EXPLAIN_CHUNK = 64 };
+/* fla's chunk size: the chunk boundaries explain names; the tokens over the
+ * limit as at most EXPLAIN_RUNS runs, bridging gaps of up to EXPLAIN_GAP
+ * tokens (SPEC.md 11.8). */
+enum { EXPLAIN_CHUNK = 64, EXPLAIN_RUNS = 4, EXPLAIN_GAP = 4 };
 
 /* What explain knows of a case beyond an output's layout: whether its
  * gradients are computed from the last token back (the VJP of an op on
@@ -465,16 +467,32 @@ static int explain_over_time(const lacs_vector *v, int o, const lacs_tensor *act
             heads_over++;
         }
     }
+    /* the tokens: listed when few, else as runs (gaps of up to EXPLAIN_GAP tokens bridged), at most
+     * EXPLAIN_RUNS of them, else the whole range */
     char tokens[256];
+    int used = snprintf(tokens, sizeof tokens, "t = ");
     if (tokens_over <= 6) {
-        int used = snprintf(tokens, sizeof tokens, "t = ");
         int64_t listed = 0;
         for (int64_t t = first; t <= last && used > 0 && (size_t)used < sizeof tokens; t++)
             if (over_limit(ratio_t[t]))
                 used += snprintf(tokens + used, sizeof tokens - (size_t)used, "%s%lld", listed++ ? ", " : "",
                                  (long long)t);
     } else {
-        snprintf(tokens, sizeof tokens, "t = %lld..%lld", (long long)first, (long long)last);
+        int64_t runs = 0, run_start = first, previous = first;
+        for (int64_t t = first + 1; t <= last + 1; t++) {
+            if (t <= last && !over_limit(ratio_t[t]))
+                continue;
+            if (t <= last && t - previous <= EXPLAIN_GAP + 1) {
+                previous = t;
+                continue;
+            }
+            if (++runs <= EXPLAIN_RUNS && used > 0 && (size_t)used < sizeof tokens)
+                used += snprintf(tokens + used, sizeof tokens - (size_t)used, "%s%lld..%lld", runs > 1 ? ", " : "",
+                                 (long long)run_start, (long long)previous);
+            run_start = previous = t;
+        }
+        if (runs > EXPLAIN_RUNS)
+            snprintf(tokens, sizeof tokens, "t = %lld..%lld", (long long)first, (long long)last);
     }
     printf("      over the limit: %lld of %lld tokens (%s), in %s %s (of %lld)\n", (long long)tokens_over,
            (long long)T, tokens, heads_over == 1 ? "head" : "heads", head_list, (long long)heads);
@@ -510,9 +528,9 @@ static int explain_over_time(const lacs_vector *v, int o, const lacs_tensor *act
     printf("      t = %lld is %s\n", (long long)start, place);
     where_out->found = 1;
     snprintf(where_out->text, sizeof where_out->text,
-             "%s: %s %s (of %lld), %lld of %lld tokens over the limit, from t = %lld (%s): %s%s%s", v->expected[o].name,
-             heads_over == 1 ? "head" : "heads", head_list, (long long)heads, (long long)tokens_over, (long long)T,
-             (long long)start, c.backward ? "the last, where the backward's error starts" : "the first", place,
+             "%s: %s %s (of %lld), %lld of %lld tokens over the limit (%s), from t = %lld (%s): %s%s%s",
+             v->expected[o].name, heads_over == 1 ? "head" : "heads", head_list, (long long)heads,
+             (long long)tokens_over, (long long)T, tokens, (long long)start, c.backward ? "the last, where the backward's error starts" : "the first", place,
              element[0] ? "; worst there " : "", element);
     print_time_table(ratio_t, T);
     free(ratio_th);

@@ -176,7 +176,7 @@ class TorchBackward(unittest.TestCase):
             self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
             self.assertEqual(len(where_lines(run.stdout)), 1, run.stdout)
             self.assertRegex(where_lines(run.stdout)[0],
-                             r"^dv: head 1 \(of 2\), 1 of 129 tokens over the limit, from t = 70 \(the last, where "
+                             r"^dv: head 1 \(of 2\), 1 of 129 tokens over the limit \(t = 70\), from t = 70 \(the last, where "
                              r"the backward's error starts\): token 6 of chunk 1 of 64 \(t = 64\.\.127\): not at a "
                              r"chunk boundary; worst there dv\[b=0, t=70, head=1, v=\d\]$")
         # dh0 dropped on a state carry: the first part gets dht = 0, its gradients go wrong from the split back
@@ -184,8 +184,8 @@ class TorchBackward(unittest.TestCase):
         self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
         where = where_lines(run.stdout)
         for gradient in ("dk", "dv", "dbeta", "dg"):
-            self.assertTrue(any(re.match(rf"{gradient}: heads? [0-9, ]+ \(of \d\), \d+ of 100 tokens over the limit, "
-                                         r"from t = 36 .*: at the state-carry split \(split = 37\), the last token "
+            self.assertTrue(any(re.match(rf"{gradient}: heads? [0-9, ]+ \(of \d\), \d+ of 100 tokens over the limit "
+                                         r"\(t = \d+\.\.36\), from t = 36 .*: at the state-carry split \(split = 37\), the last token "
                                          r"before it", line) for line in where), (gradient, where))
         self.assertIn("dh_split: worst element dh_split[seq=0, ", "\n".join(where))
         good = harness("explain", f"{OP}-bf16-carry64", "--impl", self.impl("my_torch_backward"))
