@@ -411,7 +411,7 @@ static int over_limit(double ratio) { return !(ratio <= 1); } /* NaN too */
  * explain_over_time when some element of it passes its limit. */
 typedef struct {
     int found;
-    char text[1024];
+    char text[2048];
 } explain_where;
 
 /* The error of output o over time: the heads and tokens over the limit, the
@@ -528,7 +528,7 @@ static int explain_over_time(const lacs_vector *v, int o, const lacs_tensor *act
     printf("      t = %lld is %s\n", (long long)start, place);
     where_out->found = 1;
     snprintf(where_out->text, sizeof where_out->text,
-             "%s: %s %s (of %lld), %lld of %lld tokens over the limit (%s), from t = %lld (%s): %s%s%s",
+             "%.31s: %s %.255s (of %lld), %lld of %lld tokens over the limit (%.255s), from t = %lld (%s): %.511s%s%.159s",
              v->expected[o].name, heads_over == 1 ? "head" : "heads", head_list, (long long)heads,
              (long long)tokens_over, (long long)T, tokens, (long long)start, c.backward ? "the last, where the backward's error starts" : "the first", place,
              element[0] ? "; worst there " : "", element);
@@ -673,15 +673,14 @@ static int explain_result(const lacs_vector *v, cli_result *r, const lacs_tensor
     for (int i = 0; i < r->n_outputs; i++) {
         if (!over_limit(r->outputs[i].ratio))
             continue;
-        char where[1024];
+        printf("%s ", summarised++ ? "          " : "\nwhere     ");
         if (where_of[i].found)
-            snprintf(where, sizeof where, "%s", where_of[i].text);
+            printf("%s\n", where_of[i].text);
         else if (v->layout[i].kind == LACS_LAYOUT_SEQUENCE && r->outputs[i].worst_block >= 0)
-            snprintf(where, sizeof where, "%s: no single element passes its limit, a block's normwise error does "
-                     "(its worst element %s)", r->outputs[i].name, r->where[i]);
+            printf("%s: no single element passes its limit, a block's normwise error does (its worst element %s)\n",
+                   r->outputs[i].name, r->where[i]);
         else
-            snprintf(where, sizeof where, "%s: worst element %s", r->outputs[i].name, r->where[i]);
-        printf("%s %s\n", summarised++ ? "          " : "\nwhere     ", where);
+            printf("%s: worst element %s\n", r->outputs[i].name, r->where[i]);
     }
     printf("\n");
     cli_print_result(stdout, r, 0);
