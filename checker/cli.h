@@ -126,6 +126,11 @@ typedef struct {
  * seconds, which also asks for its declaration). */
 int cli_impl_open(const char *spec, cli_impl *impl, double timeout);
 void cli_impl_close(cli_impl *impl);
+/* `lacs check|explain --impl python:...` (argv[0] the command): execs the
+ * Python harness, `$LACS_PYTHON -m lacs` (else /usr/bin/python3) with the same
+ * arguments, the lacs package and liblacs.so beside this program first.
+ * Returns only on error (CLI_EXIT_USAGE, printed). */
+int cli_exec_python_harness(int argc, char **argv);
 /* In a case process: loads a plugin (dlopen, lacs_plugin_run and the v1.1
  * symbols). 0, or -1 with why[]. */
 int cli_impl_load_in_child(cli_impl *impl, char *why, size_t size);

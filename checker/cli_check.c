@@ -33,7 +33,9 @@ static const char check_usage[] =
     "claimed), `N passed, M failed, K skipped`, and the line to cite: \"conforms to lacs spec 1.3 for ops\n"
     "... in tiers ...\" or why not.\n"
     "  --impl IMPL       builtin:reference, builtin:cpu, builtin:cuda, PATH.so (a plugin exporting\n"
-    "                    lacs_plugin_run; ABI v1.1 may declare what it implements)\n"
+    "                    lacs_plugin_run; ABI v1.1 may declare what it implements), or\n"
+    "                    python:FILE_OR_MODULE:FUNCTION, handed with these options to the Python harness\n"
+    "                    ($LACS_PYTHON, else /usr/bin/python3 -m lacs check; it also takes --in-process)\n"
     "  --op OP           only this op (repeatable, or comma-separated)\n"
     "  --tier TIER       only fp32 or bf16 cases\n"
     "  --vectors DIR     default ./vectors/core, else $LACS_VECTORS\n"
@@ -320,6 +322,16 @@ void cli_print_verdict(const lacs_verdict *verdict, const cli_run_summary *summa
 int cli_check(int argc, char **argv, const char *argv0)
 {
     (void)argv0;
+    /* A Python function is run and judged by the Python harness (the same C
+     * library through ctypes), which takes every option of this command. */
+    for (int i = 1; i < argc; i++) {
+        const char *value;
+        int got = cli_option_value(argc, argv, &i, "--impl", &value);
+        if (got > 0 && strncmp(value, "python:", 7) == 0)
+            return cli_exec_python_harness(argc, argv);
+        if (got < 0)
+            return CLI_EXIT_USAGE;
+    }
     check_options o;
     int rc = parse_options(argc, argv, &o);
     if (rc != 0)

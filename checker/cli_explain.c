@@ -5,13 +5,17 @@
  * function), tier, flags, reason, parameters, sizes, input shapes, tolerance
  * and the size of each golden. With --impl: the implementation runs on it in
  * a child process (as in `check`), and for each output of the sequence
- * layout ([B, T, HV, V]) the error is followed over time
- * (lacs_check_error_over_time): the first step t whose worst element passes
- * the limit, the element that is worst there, and whether t is the first
- * token of a chunk of 16, 32 or 64 -- chunked kernels hand their state from
- * chunk to chunk, and an error that starts exactly there points at that
- * hand-over. A text table shows the error per slice of t; --plot draws it
- * (checker/plot_error.py, matplotlib).
+ * layout ([B, T, HV, V]: o, and a backward's per-token gradients) the error
+ * is followed over time (lacs_check_error_over_time) and per head: the
+ * tokens and heads over the limit, the step where the error starts (the
+ * first in a forward; the last in a backward, whose error spreads to earlier
+ * tokens), the element that is worst there, and whether that token sits at
+ * a chunk boundary of 64 or at the state-carry split (SPEC.md 11.8) --
+ * chunked kernels hand their state (or its cotangent) from chunk to chunk,
+ * and an error that starts exactly there points at that hand-over. A text
+ * table shows the error per slice of t; --plot draws it
+ * (checker/plot_error.py, matplotlib); a failing case ends with `where`,
+ * one line per failing output.
  *
  * --outputs FILE explains outputs computed elsewhere (a safetensors file, as
  * `lacs compare` reads it) instead of running an implementation. A Python
@@ -41,8 +45,11 @@ static const char explain_usage[] =
     "CASE is a case id (delta_rule-fp32-t64, found as DIR/<op>/<id>.safetensors) or a vector file.\n"
     "Prints what the case tests: op, formula labels, flags, reason, parameters, shapes, tolerance.\n"
     "  --impl IMPL      also run IMPL on it: each output's error/allowed ratio, and for outputs over\n"
-    "                   time (o) the first t where the error passes the limit and whether t starts a\n"
-    "                   chunk of 16, 32 or 64, with a table of the error over t; a Python function\n"
+    "                   time (o; dq, dk, dv, ... of a backward) the heads and tokens over the limit, the\n"
+    "                   token where the error starts (the first; the last in a backward, whose error\n"
+    "                   spreads to earlier tokens), whether it sits at a chunk boundary (chunks of 64) or at\n"
+    "                   the state-carry split, a table of the error over t, and a closing summary of\n"
+    "                   where each failing output goes wrong (SPEC.md 11.8); a Python function\n"
     "                   (python:FILE_OR_MODULE:FUNCTION) is run by the Python harness ($LACS_PYTHON,\n"
     "                   else /usr/bin/python3 -m lacs explain)\n"
     "  --outputs FILE   explain outputs computed elsewhere instead (o, ht, ... or expected.o, ...; F32,\n"
@@ -278,39 +285,237 @@ static int64_t position_in_sequence(const lacs_layout *layout, int64_t t, int64_
     return t;
 }
 
-/* The error of output o over time: first t over the limit, the worst element
- * there, the chunk position, the table. Fills ratio_t (T values). */
-static int explain_over_time(const lacs_vector *v, int o, const lacs_tensor *actual, double *ratio_t)
+/* fla's chunk size: the chunk boundaries explain names; the tokens over the
+ * limit as at most EXPLAIN_RUNS runs, bridging gaps of up to EXPLAIN_GAP
+ * tokens (SPEC.md 11.8). */
+enum { EXPLAIN_CHUNK = 64, EXPLAIN_RUNS = 4, EXPLAIN_GAP = 4 };
+
+/* What explain knows of a case beyond an output's layout: whether its
+ * gradients are computed from the last token back (the VJP of an op on
+ * sequences), and its state-carry split (-1: none). */
+typedef struct {
+    int backward;
+    int64_t split;
+} explain_case;
+
+static explain_case explain_case_of(const lacs_vector *v)
+{
+    explain_case c = {.backward = 0, .split = -1};
+    const size_t n = strlen(v->op);
+    c.backward = n > 4 && strcmp(v->op + n - 4, "_vjp") == 0;
+    for (int i = 0; i < v->n_params; i++)
+        if (strcmp(v->params[i].name, "split") == 0)
+            c.split = (int64_t)v->params[i].value;
+    return c;
+}
+
+/* Where token t of output o sits (SPEC.md 11.8): its place in the run of
+ * tokens one call of the implementation sees (its sequence; on a state carry
+ * the part before or after the split), its chunk of 64 counted from there,
+ * and whether it is at a chunk boundary (the first or the last token of a
+ * chunk that has a neighbour) or at the state-carry split. */
+static void describe_token_place(const lacs_vector *v, int o, const explain_case *c, int64_t t, char *buf, size_t size)
 {
     const lacs_layout *layout = &v->layout[o];
-    if (lacs_check_error_over_time(v, o, actual, ratio_t) != LACS_OK) {
-        printf("      (no error over time: %s)\n", lacs_last_error());
+    int64_t sequence, position = position_in_sequence(layout, t, &sequence);
+    int64_t length = layout->cu_seqlens ? layout->cu_seqlens[sequence + 1] - layout->cu_seqlens[sequence] : layout->T;
+    char run[160] = "";
+    const char *what = "sequence";
+    if (layout->cu_seqlens) {
+        snprintf(run, sizeof run, "token %lld of sequence %lld (t = %lld..%lld), ", (long long)position,
+                 (long long)sequence, (long long)layout->cu_seqlens[sequence],
+                 (long long)layout->cu_seqlens[sequence + 1] - 1);
+    } else if (c->split > 0 && c->split < layout->T) {
+        what = "part";
+        if (t < c->split) {
+            length = c->split;
+            snprintf(run, sizeof run, "in the state carry's first part (t = 0..%lld), ", (long long)c->split - 1);
+        } else {
+            position = t - c->split;
+            length = layout->T - c->split;
+            snprintf(run, sizeof run, "token %lld of the state carry's second part (t = %lld..%lld), ",
+                     (long long)position, (long long)c->split, (long long)layout->T - 1);
+        }
+    }
+    const int64_t chunk = position / EXPLAIN_CHUNK, in_chunk = position % EXPLAIN_CHUNK;
+    const int64_t chunk_first = t - in_chunk;
+    const int64_t chunk_last = chunk_first + (length - chunk * EXPLAIN_CHUNK < EXPLAIN_CHUNK
+                                              ? length - chunk * EXPLAIN_CHUNK - 1 : EXPLAIN_CHUNK - 1);
+    char boundary[256];
+    if (c->split > 0 && !layout->cu_seqlens && (t == c->split - 1 || t == c->split))
+        snprintf(boundary, sizeof boundary, "at the state-carry split (split = %lld), the %s token %s it",
+                 (long long)c->split, t < c->split ? "last" : "first", t < c->split ? "before" : "after");
+    else if (in_chunk == EXPLAIN_CHUNK - 1 && position + 1 < length)
+        snprintf(boundary, sizeof boundary, "at a chunk boundary, the last token of its chunk (%s)",
+                 c->backward ? "where a chunked backward takes the state's cotangent from the next chunk"
+                             : "after which a chunked forward hands its state to the next chunk");
+    else if (in_chunk == 0 && position > 0)
+        snprintf(boundary, sizeof boundary, "at a chunk boundary, the first token of its chunk (%s)",
+                 c->backward ? "whose cotangent a chunked backward hands to the chunk before"
+                             : "where a chunked forward starts from the state of the chunk before");
+    else if (position == length - 1)
+        snprintf(boundary, sizeof boundary, "not at a chunk boundary: the last token of its %s%s", what,
+                 c->backward ? " (where the backward starts, from dht)" : "");
+    else if (position == 0)
+        snprintf(boundary, sizeof boundary, "not at a chunk boundary: the first token of its %s%s", what,
+                 c->backward ? "" : " (where the forward starts, from h0)");
+    else
+        snprintf(boundary, sizeof boundary, "not at a chunk boundary");
+    snprintf(buf, size, "%stoken %lld of %schunk %lld of %d (t = %lld..%lld): %s", run, (long long)in_chunk,
+             run[0] ? "its " : "", (long long)chunk, EXPLAIN_CHUNK, (long long)chunk_first, (long long)chunk_last,
+             boundary);
+}
+
+/* The worst elementwise ratio of output o per time step and head,
+ * ratio_th[t * heads + h]: lacs_check_error_over_time on a copy of the
+ * outputs in which only head h differs from the goldens (an element's bound
+ * depends on the goldens and gauges alone). */
+static int error_by_step_and_head(const lacs_vector *v, int o, const lacs_tensor *actual, double *ratio_th)
+{
+    const lacs_layout *layout = &v->layout[o];
+    const int64_t count = lacs_tensor_count(&v->expected[o]), heads = layout->heads;
+    double *masked = malloc((size_t)(count + 1) * sizeof *masked), *wide = malloc((size_t)(count + 1) * sizeof *wide);
+    double *ratio_t = malloc((size_t)(layout->T + 1) * sizeof *ratio_t);
+    int rc = LACS_ERR_MEMORY;
+    if (!masked || !wide || !ratio_t)
+        goto done;
+    if (actual[o].dtype == LACS_F64)
+        memcpy(wide, actual[o].data, (size_t)count * sizeof *wide);
+    else
+        lacs_values_to_double(LACS_F32, actual[o].data, count, wide);
+    lacs_tensor outputs[LACS_CHECK_MAX_OUTPUTS];
+    for (int i = 0; i < v->n_outputs; i++)
+        outputs[i] = actual[i];
+    outputs[o] = (lacs_tensor){.name = v->expected[o].name, .dtype = LACS_F64, .ndim = v->expected[o].ndim,
+                               .shape = v->expected[o].shape, .data = masked};
+    for (int64_t h = 0; h < heads; h++) {
+        memcpy(masked, v->expected[o].data, (size_t)count * sizeof *masked);
+        for (int64_t e = h * layout->width; e < count; e += heads * layout->width)
+            memcpy(masked + e, wide + e, (size_t)layout->width * sizeof *masked);
+        if ((rc = lacs_check_error_over_time(v, o, outputs, ratio_t)) != LACS_OK)
+            goto done;
+        for (int64_t t = 0; t < layout->T; t++)
+            ratio_th[t * heads + h] = ratio_t[t];
+    }
+    rc = LACS_OK;
+done:
+    free(masked);
+    free(wide);
+    free(ratio_t);
+    return rc;
+}
+
+static int over_limit(double ratio) { return !(ratio <= 1); } /* NaN too */
+
+/* Where output o goes wrong, for the closing summary: filled by
+ * explain_over_time when some element of it passes its limit. */
+typedef struct {
+    int found;
+    char text[2048];
+} explain_where;
+
+/* The error of output o over time: the heads and tokens over the limit, the
+ * token where the error starts (the first for a forward, the last for a
+ * backward: SPEC.md 11.8), the worst element there, where that token sits,
+ * the table. Fills ratio_t (T values) and *where. */
+static int explain_over_time(const lacs_vector *v, int o, const lacs_tensor *actual, double *ratio_t,
+                             explain_where *where_out)
+{
+    const lacs_layout *layout = &v->layout[o];
+    const explain_case c = explain_case_of(v);
+    const int64_t T = layout->T, heads = layout->heads;
+    double *ratio_th = malloc((size_t)(T * heads + 1) * sizeof *ratio_th);
+    if (!ratio_th || lacs_check_error_over_time(v, o, actual, ratio_t) != LACS_OK ||
+        error_by_step_and_head(v, o, actual, ratio_th) != LACS_OK) {
+        printf("      (no error over time: %s)\n", ratio_th ? lacs_last_error() : "out of memory");
+        free(ratio_th);
         return -1;
     }
-    int64_t first = -1, worst_t = 0;
-    for (int64_t t = 0; t < layout->T; t++) {
-        if (first < 0 && !(ratio_t[t] <= 1))
-            first = t;
+    int64_t first = -1, last = -1, worst_t = 0, tokens_over = 0;
+    for (int64_t t = 0; t < T; t++) {
+        if (over_limit(ratio_t[t])) {
+            first = first < 0 ? t : first;
+            last = t;
+            tokens_over++;
+        }
         /* the worst step: the first NaN, else the largest ratio */
         if (!isnan(ratio_t[worst_t]) && (isnan(ratio_t[t]) || ratio_t[t] > ratio_t[worst_t]))
             worst_t = t;
     }
     char ratio[32];
     if (first < 0) {
-        cli_format_ratio(layout->T > 0 ? ratio_t[worst_t] : 0, ratio, sizeof ratio);
+        cli_format_ratio(T > 0 ? ratio_t[worst_t] : 0, ratio, sizeof ratio);
         printf("      over time: the limit is never passed (worst ratio %s, at t = %lld)\n", ratio,
                (long long)worst_t);
-    } else {
-        cli_format_ratio(ratio_t[first], ratio, sizeof ratio);
-        printf("      over time: first passes the limit at t = %lld, the %lld%s token (ratio %s)\n", (long long)first,
-               (long long)first + 1, ordinal_suffix(first + 1), ratio);
-        lacs_output_check worst = {.worst_element = -1};
-        if (worst_at_step(v, o, actual, first, &worst) == LACS_OK && worst.worst_element >= 0) {
-            char where[160];
-            lacs_describe_element(v, o, worst.worst_element, where, sizeof where);
-            printf("      worst there: %s: expected %.10g, got %.10g, allowed error %.3g\n", where,
-                   worst.expected_value, worst.actual_value, worst.allowed_error);
+        print_time_table(ratio_t, T);
+        free(ratio_th);
+        return 0;
+    }
+    /* the heads in which some element passes its limit, and the tokens */
+    char head_list[256] = "";
+    int64_t heads_over = 0;
+    for (int64_t h = 0; h < heads; h++) {
+        int over = 0;
+        for (int64_t t = 0; t < T && !over; t++)
+            over = over_limit(ratio_th[t * heads + h]);
+        if (over) {
+            size_t used = strlen(head_list);
+            if (heads_over < 16)
+                snprintf(head_list + used, sizeof head_list - used, "%s%lld", heads_over ? ", " : "", (long long)h);
+            else if (heads_over == 16)
+                snprintf(head_list + used, sizeof head_list - used, ", ...");
+            heads_over++;
         }
+    }
+    /* the tokens: listed when few, else as runs (gaps of up to EXPLAIN_GAP tokens bridged), at most
+     * EXPLAIN_RUNS of them, else the whole range */
+    char tokens[256];
+    int used = snprintf(tokens, sizeof tokens, "t = ");
+    if (tokens_over <= 6) {
+        int64_t listed = 0;
+        for (int64_t t = first; t <= last && used > 0 && (size_t)used < sizeof tokens; t++)
+            if (over_limit(ratio_t[t]))
+                used += snprintf(tokens + used, sizeof tokens - (size_t)used, "%s%lld", listed++ ? ", " : "",
+                                 (long long)t);
+    } else {
+        int64_t runs = 0, run_start = first, previous = first;
+        for (int64_t t = first + 1; t <= last + 1; t++) {
+            if (t <= last && !over_limit(ratio_t[t]))
+                continue;
+            if (t <= last && t - previous <= EXPLAIN_GAP + 1) {
+                previous = t;
+                continue;
+            }
+            if (++runs <= EXPLAIN_RUNS && used > 0 && (size_t)used < sizeof tokens)
+                used += snprintf(tokens + used, sizeof tokens - (size_t)used, "%s%lld..%lld", runs > 1 ? ", " : "",
+                                 (long long)run_start, (long long)previous);
+            run_start = previous = t;
+        }
+        if (runs > EXPLAIN_RUNS)
+            snprintf(tokens, sizeof tokens, "t = %lld..%lld", (long long)first, (long long)last);
+    }
+    printf("      over the limit: %lld of %lld tokens (%s), in %s %s (of %lld)\n", (long long)tokens_over,
+           (long long)T, tokens, heads_over == 1 ? "head" : "heads", head_list, (long long)heads);
+    const int64_t start = c.backward ? last : first;
+    cli_format_ratio(ratio_t[start], ratio, sizeof ratio);
+    if (c.backward)
+        printf("      over time: last passes the limit at t = %lld, the %lld%s token (ratio %s); in a backward the\n"
+               "      cotangents flow from later tokens to earlier ones, so an error spreads backwards: it starts there\n",
+               (long long)start, (long long)start + 1, ordinal_suffix(start + 1), ratio);
+    else
+        printf("      over time: first passes the limit at t = %lld, the %lld%s token (ratio %s)\n", (long long)start,
+               (long long)start + 1, ordinal_suffix(start + 1), ratio);
+    lacs_output_check worst = {.worst_element = -1};
+    char element[160] = "";
+    if (worst_at_step(v, o, actual, start, &worst) == LACS_OK && worst.worst_element >= 0) {
+        lacs_describe_element(v, o, worst.worst_element, element, sizeof element);
+        printf("      worst there: %s: expected %.10g, got %.10g, allowed error %.3g\n", element,
+               worst.expected_value, worst.actual_value, worst.allowed_error);
+    }
+    char place[512];
+    describe_token_place(v, o, &c, start, place, sizeof place);
+    if (!c.backward) {
+        /* the forward's first token over the limit, as chunks of 16, 32 and 64 see it */
         int64_t sequence, position = position_in_sequence(layout, first, &sequence);
         char chunk[256];
         describe_chunk_position(position, chunk, sizeof chunk);
@@ -320,7 +525,15 @@ static int explain_over_time(const lacs_vector *v, int o, const lacs_tensor *act
         else
             printf("      %s\n", chunk);
     }
-    print_time_table(ratio_t, layout->T);
+    printf("      t = %lld is %s\n", (long long)start, place);
+    where_out->found = 1;
+    snprintf(where_out->text, sizeof where_out->text,
+             "%.31s: %s %.255s (of %lld), %lld of %lld tokens over the limit (%.255s), from t = %lld (%s): %.511s%s%.159s",
+             v->expected[o].name, heads_over == 1 ? "head" : "heads", head_list, (long long)heads,
+             (long long)tokens_over, (long long)T, tokens, (long long)start, c.backward ? "the last, where the backward's error starts" : "the first", place,
+             element[0] ? "; worst there " : "", element);
+    print_time_table(ratio_t, T);
+    free(ratio_th);
     return 0;
 }
 
@@ -432,6 +645,7 @@ static int explain_result(const lacs_vector *v, cli_result *r, const lacs_tensor
     int status = r->status == CLI_FAIL ? CLI_EXIT_FAILED : 0;
     double *ratio_t = NULL;
     int plotted_output = -1;
+    explain_where where_of[LACS_CHECK_MAX_OUTPUTS] = {{0}};
     for (int i = 0; i < r->n_outputs; i++) {
         char ratio[32], where[1024];
         cli_format_ratio(r->outputs[i].ratio, ratio, sizeof ratio);
@@ -444,12 +658,29 @@ static int explain_result(const lacs_vector *v, cli_result *r, const lacs_tensor
             status = cli_error("out of memory");
             break;
         }
-        if (explain_over_time(v, i, actual, over_time) == 0 && plotted_output < 0) {
+        /* the plot: the output over time with the worst ratio (the first one if none fails) */
+        if (explain_over_time(v, i, actual, over_time, &where_of[i]) == 0 &&
+            (plotted_output < 0 || r->outputs[i].ratio > r->outputs[plotted_output].ratio)) {
+            free(ratio_t);
             ratio_t = over_time;
             plotted_output = i;
         } else {
             free(over_time);
         }
+    }
+    /* The summary (SPEC.md 11.8): each output over the limit, where it goes wrong. */
+    int summarised = 0;
+    for (int i = 0; i < r->n_outputs; i++) {
+        if (!over_limit(r->outputs[i].ratio))
+            continue;
+        printf("%s ", summarised++ ? "          " : "\nwhere     ");
+        if (where_of[i].found)
+            printf("%s\n", where_of[i].text);
+        else if (v->layout[i].kind == LACS_LAYOUT_SEQUENCE && r->outputs[i].worst_block >= 0)
+            printf("%s: no single element passes its limit, a block's normwise error does (its worst element %s)\n",
+                   r->outputs[i].name, r->where[i]);
+        else
+            printf("%s: worst element %s\n", r->outputs[i].name, r->where[i]);
     }
     printf("\n");
     cli_print_result(stdout, r, 0);
@@ -508,66 +739,6 @@ static int explain_file(const lacs_vector *v, const char *path, const char *of, 
     return status;
 }
 
-/* This program's own path (for the Python harness to come back to), or NULL. */
-static const char *self_path(void)
-{
-    static char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return NULL;
-    self[n] = '\0';
-    return self;
-}
-
-/* explain --impl python:...: the Python harness runs the function (in a worker
- * process, as `python3 -m lacs check` does) and calls this program back with
- * --outputs. The interpreter is $LACS_PYTHON, else /usr/bin/python3 (Debian's,
- * with NumPy); the lacs package beside this program (../python, the source
- * tree) goes first on PYTHONPATH when it is there, and LACS_BUILD points the
- * harness at the liblacs.so beside this program. Returns only on error. */
-static int explain_in_python(int argc, char **argv)
-{
-    const char *python = getenv("LACS_PYTHON");
-    if (!python || !*python)
-        python = "/usr/bin/python3";
-    const char *self = self_path();
-    if (self) {
-        char dir[4096], package[4200], library[4200];
-        snprintf(dir, sizeof dir, "%s", self);
-        char *slash = strrchr(dir, '/');
-        if (slash)
-            *slash = '\0';
-        setenv("LACS_CLI", self, 1);
-        snprintf(library, sizeof library, "%s/liblacs.so", dir);
-        if (access(library, R_OK) == 0 && !getenv("LACS_BUILD"))
-            setenv("LACS_BUILD", dir, 1);
-        snprintf(package, sizeof package, "%s/../python/lacs/__init__.py", dir);
-        if (access(package, R_OK) == 0) {
-            char path[8800];
-            const char *old = getenv("PYTHONPATH");
-            snprintf(path, sizeof path, "%s/../python%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
-            setenv("PYTHONPATH", path, 1);
-        }
-    }
-    char **args = calloc((size_t)argc + 4, sizeof *args);
-    if (!args)
-        return cli_error("out of memory");
-    int n = 0;
-    args[n++] = (char *)python;
-    args[n++] = "-m";
-    args[n++] = "lacs";
-    for (int i = 0; i < argc; i++) /* argv[0] is "explain" */
-        args[n++] = argv[i];
-    args[n] = NULL;
-    fflush(stdout);
-    fflush(stderr);
-    execv(python, args);
-    int saved = errno;
-    free(args);
-    return cli_error("explain: a Python implementation runs under the Python harness, but %s cannot be run: %s "
-                     "(set LACS_PYTHON to the interpreter that imports your function)", python, strerror(saved));
-}
-
 int cli_explain(int argc, char **argv, const char *argv0)
 {
     const char *name = NULL, *impl_spec = NULL, *vectors = NULL, *png = NULL, *outputs = NULL, *outputs_of = NULL;
@@ -624,7 +795,7 @@ int cli_explain(int argc, char **argv, const char *argv0)
     if (png && !impl_spec && !outputs)
         return cli_error("explain: --plot draws an implementation's error: give --impl IMPL or --outputs FILE");
     if (impl_spec && strncmp(impl_spec, "python:", 7) == 0)
-        return explain_in_python(argc, argv);
+        return cli_exec_python_harness(argc, argv);
     const unsigned png_flags = (force ? LACS_OUTPUT_REPLACE : 0u) | LACS_OUTPUT_NOT_GOLDEN;
     if (png && lacs_output_file_check(png, NULL, png_flags) != LACS_OK) {
         if (!force && strstr(lacs_last_error(), "exists"))

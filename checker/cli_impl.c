@@ -415,3 +415,65 @@ void cli_impl_close(cli_impl *impl)
     impl->run = NULL;
     impl->last_error = NULL;
 }
+
+/* This program's own path (for the Python harness to come back to), or NULL. */
+static const char *self_path(void)
+{
+    static char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        return NULL;
+    self[n] = '\0';
+    return self;
+}
+
+/* `lacs check|explain --impl python:...`: the command, argv as given (argv[0]
+ * the command's name), is handed to the Python harness, `python3 -m lacs`,
+ * which runs the function in worker processes and judges it with the same C
+ * library (explain comes back to this program with --outputs). The interpreter is $LACS_PYTHON, else /usr/bin/python3 (Debian's,
+ * with NumPy); the lacs package beside this program (../python, the source
+ * tree) goes first on PYTHONPATH when it is there, and LACS_BUILD points the
+ * harness at the liblacs.so beside this program. Returns only on error. */
+int cli_exec_python_harness(int argc, char **argv)
+{
+    const char *python = getenv("LACS_PYTHON");
+    if (!python || !*python)
+        python = "/usr/bin/python3";
+    const char *self = self_path();
+    if (self) {
+        char dir[4096], package[4200], library[4200];
+        snprintf(dir, sizeof dir, "%s", self);
+        char *slash = strrchr(dir, '/');
+        if (slash)
+            *slash = '\0';
+        setenv("LACS_CLI", self, 1);
+        snprintf(library, sizeof library, "%s/liblacs.so", dir);
+        if (access(library, R_OK) == 0 && !getenv("LACS_BUILD"))
+            setenv("LACS_BUILD", dir, 1);
+        snprintf(package, sizeof package, "%s/../python/lacs/__init__.py", dir);
+        if (access(package, R_OK) == 0) {
+            char path[8800];
+            const char *old = getenv("PYTHONPATH");
+            snprintf(path, sizeof path, "%s/../python%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
+            setenv("PYTHONPATH", path, 1);
+        }
+    }
+    char **args = calloc((size_t)argc + 4, sizeof *args);
+    if (!args)
+        return cli_error("out of memory");
+    int n = 0;
+    args[n++] = (char *)python;
+    args[n++] = "-m";
+    args[n++] = "lacs";
+    for (int i = 0; i < argc; i++) /* argv[0] is the command */
+        args[n++] = argv[i];
+    args[n] = NULL;
+    fflush(stdout);
+    fflush(stderr);
+    execv(python, args);
+    int saved = errno;
+    free(args);
+    return cli_error("%s: a Python implementation runs under the Python harness, but %s cannot be run: %s "
+                     "(set LACS_PYTHON to the interpreter that imports your function)", argv[0], python,
+                     strerror(saved));
+}

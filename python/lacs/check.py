@@ -20,8 +20,9 @@ each a writable copy of its own, or CPU torch tensors in their stored dtype
 function with a parameter `case` is told the case (CaseInfo: id, op, tier,
 flags, strict, bf16); params holds every parameter of the case's
 metadata (a state-carry case's `split` included: the function returns
-`ht_split` too); the outputs are named as the goldens without `expected.`
-(`o`, `ht`, `y`, `dx`, ...), as arrays or torch tensors on any device
+`ht_split` too, or `dh_split` for a VJP, whose inputs are the forward's plus
+`do` and `dht`); the outputs are named as the goldens without `expected.`
+(`o`, `ht`, `y`, `dx`, `dq`, `dh0`, ...), as arrays or torch tensors on any device
 (bfloat16 included). Raising NotImplementedError or returning None
 skips the case. The function may declare its limits up front with an
 attribute `lacs_describe`: a dict (or a function returning one) with the keys

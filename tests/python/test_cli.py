@@ -5,7 +5,10 @@ are written from include/lacs/plugin.h alone: good_plugin (linear attention in
 binary32: PASSes linear_attn, SKIPs the rest), wrong_plugin (ignores scale),
 chunk_plugin (drops the state between chunks of 64), crash_plugin (SIGSEGV on
 delta_rule, returns 7 on retention), hang_plugin (never returns on T = 1),
-nosymbol (no lacs_plugin_run). Runs use --op filters to stay within seconds.
+nosymbol (no lacs_plugin_run); for a backward, good_vjp_plugin (the gated delta
+rule's VJP in binary32, SPEC.md 4.19), wrong_vjp_plugin (dv of value head 1
+wrong at t = 63) and chunk_vjp_plugin (the state's cotangent not handed back
+across chunks of 64). Runs use --op filters to stay within seconds.
 """
 
 import glob
@@ -168,7 +171,8 @@ class Usage(CliTestCase):
         no_symbols = dict(os.environ, LACS_CUDA_LIBRARY=plugin("nosymbol"))
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda", env=no_symbols),
                                "nosymbol.so", "lacs_cuda_run")
-        self.assert_user_error(self.lacs("check", "--impl", "python:my_kernels:run"), "python3 -m lacs check")
+        # a Python function is handed to the Python harness, whose user errors are the same one line
+        self.assert_user_error(self.lacs("check", "--impl", "python:my_kernels:run"), "cannot import my_kernels")
         self.assert_user_error(self.lacs("check", "--impl", self.path("absent.so")), "absent.so")
 
     def test_library_without_the_symbol(self):
@@ -550,6 +554,71 @@ class Explain(CliTestCase):
         run = self.lacs("explain", "linear_attn-fp32-t129", "--impl", plugin("chunk_plugin"), "--plot", png, env=env)
         self.assert_user_error(run, "apt-get install python3-matplotlib")
         self.assertFalse(os.path.exists(png))
+
+
+class Gradients(CliTestCase):
+    """A backward through the plugin ABI: the forward's inputs plus do and dht in, the gradients out, named
+    like the goldens (SPEC.md 4.19, 11.5), and explain's localisation of a wrong gradient (SPEC.md 11.8)."""
+
+    OP = "gated_delta_rule_vjp"
+
+    def test_a_correct_backward_passes_and_wrong_ones_fail(self):
+        ids = case_ids(self.OP)
+        good = self.lacs("check", "--impl", plugin("good_vjp_plugin"), "--op", self.OP, "--jobs", "2")
+        self.assertEqual(good.returncode, 0, good.stdout + good.stderr)
+        self.assertEqual(good.closing(), (len(ids), 0, 0))
+        self.assertEqual(good.citation(), f"conforms to lacs spec 1.4 for ops {self.OP} in tiers fp32, bf16")
+        # the cases that exercise a state carry, varlen, GVA, K != V and the per-channel gate are among them
+        for case in ("carry37", "carry64", "varlen", "hv2h", "k8-v16", "gk"):
+            self.assertEqual(good.results[f"{self.OP}-fp32-{case}"][0], "PASS", case)
+        wrong = self.lacs("check", "--impl", plugin("wrong_vjp_plugin"), "--op", self.OP, "--jobs", "2")
+        self.assertEqual(wrong.returncode, 1, wrong.stdout + wrong.stderr)
+        status, ratio, detail = wrong.results[f"{self.OP}-fp32-mixed"]
+        self.assertEqual(status, "FAIL")
+        self.assertTrue(detail.startswith("dv[b=0, t=63, head=1, "), detail)
+        self.assertNotIn("also over the limit", detail)  # one gradient wrong, the others pass
+        self.assertEqual(wrong.results[f"{self.OP}-fp32-t129"][0], "PASS")  # one value head: head 1 does not exist
+        chunk = self.lacs("check", "--impl", plugin("chunk_vjp_plugin"), "--op", self.OP, "--jobs", "2")
+        self.assertEqual(chunk.returncode, 1, chunk.stdout + chunk.stderr)
+        self.assertEqual(chunk.results[f"{self.OP}-fp32-t129"][0], "FAIL")
+        self.assertEqual(chunk.results[f"{self.OP}-fp32-t64"][0], "PASS")  # one chunk: nothing to hand back
+
+    def test_explain_names_the_gradient_the_head_and_the_token(self):
+        run = self.lacs("explain", f"{self.OP}-fp32-mixed", "--impl", plugin("wrong_vjp_plugin"))
+        self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+        where = run.stdout[run.stdout.index("\nwhere "):].strip().split("\n\n")[0].splitlines()
+        self.assertEqual(len(where), 1, where)  # dv alone
+        self.assertRegex(where[0], r"^where +dv: head 1 \(of 2\), 1 of 129 tokens over the limit \(t = 63\), from t = 63 "
+                                   r"\(the last, where the backward's error starts\): token 63 of chunk 0 of 64 "
+                                   r"\(t = 0\.\.63\): at a chunk boundary, the last token of its chunk")
+        self.assertIn("over the limit: 1 of 129 tokens (t = 63), in head 1 (of 2)", run.stdout)
+        self.assertIn("worst there: dv[b=0, t=63, head=1, ", run.stdout)
+
+        # an error carried backwards by the state's cotangent: it starts at the last token over the limit
+        run = self.lacs("explain", f"{self.OP}-fp32-t129", "--impl", plugin("chunk_vjp_plugin"))
+        self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+        where = run.stdout[run.stdout.index("\nwhere "):].strip().split("\n\n")[0].splitlines()
+        self.assertRegex(where[0], r"^where +dk: ")  # the outputs in order: dq passes, dk is the first to fail
+        for gradient in ("dk", "dv", "dbeta", "dg"):
+            self.assertTrue(any(re.search(rf"\b{gradient}: head 0 \(of 1\), \d+ of 129 tokens over the limit "
+                                          r"\(t = \d+\.\.63, \d+\.\.127\), from t = 127 \(the last, where the backward's error starts\): token 63 of "
+                                          r"chunk 1 of 64 \(t = 64\.\.127\): at a chunk boundary", line)
+                                for line in where), (gradient, where))
+        self.assertFalse(any(re.search(r"\bdq:", line) for line in where), where)  # dq does not read the cotangent
+
+        # the same outputs written by `lacs run` and explained with --outputs
+        out = self.path("wrong_vjp.safetensors")
+        made = self.lacs("run", "--op", self.OP, "--impl", plugin("wrong_vjp_plugin"), "--in",
+                         vector_path(f"{self.OP}-fp32-mixed"), "--out", out, "--param", "scale=0.5", "--force")
+        self.assertEqual(made.returncode, 0, made.stdout + made.stderr)
+        run = self.lacs("explain", f"{self.OP}-fp32-mixed", "--outputs", out)
+        self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+        self.assertRegex(run.stdout, r"\nwhere +dv: head 1 \(of 2\), 1 of 129 tokens over the limit \(t = 63\), from t = 63 ")
+
+        good = self.lacs("explain", f"{self.OP}-fp32-carry37", "--impl", plugin("good_vjp_plugin"))
+        self.assertEqual(good.returncode, 0, good.stdout + good.stderr)
+        self.assertNotIn("\nwhere ", good.stdout)
+        self.assertIn("output     dh_split: ratio ", good.stdout)
 
 
 if __name__ == "__main__":
