@@ -125,7 +125,8 @@ static const char *const implemented_ops[] = {"linear_attn", "linear_attn_postno
                                       "delta_rule", "gated_delta_rule", "comba", "efla", "rmsnorm", "rmsnorm_vjp",
                                       "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn",
                                       "softmax_attn", "fox", "deltaformer", "mesa_net", "softcap",
-                                      "softcap_vjp", "l2norm", "l2norm_vjp"};
+                                      "softcap_vjp", "l2norm", "l2norm_vjp", "delta_rule_vjp",
+                                      "gated_delta_rule_vjp"};
 
 static int in_list(const char *op, const char *const *list, size_t n)
 {
@@ -223,7 +224,7 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
             rc = lacs_cuda_mesa(&c);
             break;
         case LACS_FAMILY_VJP:
-            rc = lacs_cuda_unsupported(op, "the gradients of the ops on sequences (SPEC.md 4.19)");
+            rc = lacs_cuda_recurrent_vjp(&c); /* delta_rule_vjp, gated_delta_rule_vjp; the others unsupported */
             break;
         }
         if (rc == LACS_OK && lacs_cuda_synchronize(why, sizeof why) != 0)
