@@ -139,7 +139,8 @@ __device__ __forceinline__ void vjp_forward_token(const delta_vjp_params &p, con
     const float kc = row ? lacs_view_at(p.k, (t * p.H + h) * p.K + c) : 0.0f;
     const float decay = row ? vjp_decay(p, t, hv, c) : 1.0f;
     if (row)
-        for (int j = 0; j < nb; j++) {
+        LACS_UNROLL
+        for (int j = 0; j < vjp_slice; j++) if (j < nb) {
             state[j] *= decay;
             s.terms[c * vjp_red_ld + j] = state[j] * kc;
         }
@@ -156,7 +157,8 @@ __device__ __forceinline__ void vjp_forward_token(const delta_vjp_params &p, con
     }
     __syncthreads();
     if (row)
-        for (int j = 0; j < nb; j++)
+        LACS_UNROLL
+        for (int j = 0; j < vjp_slice; j++) if (j < nb)
             state[j] += kc * s.u[j];
 }
 
@@ -164,6 +166,7 @@ __device__ __forceinline__ void vjp_forward_token(const delta_vjp_params &p, con
 __device__ __forceinline__ void vjp_load_state(lacs_view from, int64_t seq, int hv, int c, int j0, int nb,
                                                const delta_vjp_params &p, float *state)
 {
+    LACS_UNROLL
     for (int j = 0; j < vjp_slice; j++)
         state[j] = from.data && c < p.K && j < nb
                        ? lacs_view_at(from, ((seq * p.HV + hv) * p.K + c) * (int64_t)p.V + j0 + j)
@@ -186,7 +189,8 @@ __global__ void __launch_bounds__(vjp_max_k) delta_vjp_forward_kernel(delta_vjp_
     for (int64_t i = 0; i < length; i++) {
         if (i % vjp_chunk == 0 && c < p.K) {
             float *checkpoint = p.checkpoints + ((first + i / vjp_chunk) * p.HV + hv) * stride + (int64_t)j0 * p.K;
-            for (int j = 0; j < nb; j++)
+            LACS_UNROLL
+            for (int j = 0; j < vjp_slice; j++) if (j < nb)
                 checkpoint[j * p.K + c] = state[j];
         }
         vjp_forward_token(p, s, start + i, hv, h, c, j0, nb, state, nullptr);
@@ -213,11 +217,13 @@ __global__ void __launch_bounds__(vjp_max_k) delta_vjp_backward_kernel(delta_vjp
         const int n = (int)(length - chunk * vjp_chunk < vjp_chunk ? length - chunk * vjp_chunk : vjp_chunk);
         /* the chunk's states again, from its checkpoint: the state before token i in scratch [i] */
         const float *checkpoint = p.checkpoints + ((first + chunk) * p.HV + hv) * stride + (int64_t)j0 * p.K;
+        LACS_UNROLL
         for (int j = 0; j < vjp_slice; j++)
             state[j] = row && j < nb ? checkpoint[j * p.K + c] : 0.0f;
         for (int i = 0; i <= n; i++) {
             if (row)
-                for (int j = 0; j < nb; j++)
+                LACS_UNROLL
+                for (int j = 0; j < vjp_slice; j++) if (j < nb)
                     scratch[((int64_t)i * vjp_slice + j) * p.K + c] = state[j];
             if (i < n)
                 vjp_forward_token(p, s, t0 + i, hv, h, c, j0, nb, state, s.e + i * vjp_slice);
@@ -229,7 +235,8 @@ __global__ void __launch_bounds__(vjp_max_k) delta_vjp_backward_kernel(delta_vjp
             const float qc = row ? lacs_view_at(p.q, qk) : 0.0f, kc = row ? lacs_view_at(p.k, qk) : 0.0f;
             float dq = 0.0f;
             if (row)
-                for (int j = 0; j < nb; j++) { /* the readout: dq = scale h_t do, dh += scale q do^T */
+                LACS_UNROLL
+                for (int j = 0; j < vjp_slice; j++) if (j < nb) { /* the readout: dq = scale h_t do, dh += scale q do^T */
                     const float d = lacs_view_at(p.dout, vt + j);
                     dq += after[j * p.K + c] * d;
                     dh[j] += p.scale * qc * d;
@@ -248,7 +255,8 @@ __global__ void __launch_bounds__(vjp_max_k) delta_vjp_backward_kernel(delta_vjp
             if (row) {
                 const float decay = vjp_decay(p, t, hv, c);
                 float dk = 0.0f, dlog = 0.0f;
-                for (int j = 0; j < nb; j++) {
+                LACS_UNROLL
+                for (int j = 0; j < vjp_slice; j++) if (j < nb) {
                     const float du = s.du[j], dp = -beta * du, u = beta * s.e[i * vjp_slice + j];
                     const float decayed = before[j * p.K + c] * decay; /* h', as the forward computed it */
                     dk += dh[j] * u + decayed * dp;
@@ -275,7 +283,8 @@ __global__ void __launch_bounds__(vjp_max_k) delta_vjp_backward_kernel(delta_vjp
         }
     }
     if (p.dh0 && row)
-        for (int j = 0; j < nb; j++)
+        LACS_UNROLL
+        for (int j = 0; j < vjp_slice; j++) if (j < nb)
             p.dh0[((seq * p.HV + hv) * p.K + c) * (int64_t)p.V + j0 + j] = dh[j];
 }
 
