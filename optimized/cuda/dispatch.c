@@ -125,8 +125,9 @@ static const char *const implemented_ops[] = {"linear_attn", "linear_attn_postno
                                       "delta_rule", "gated_delta_rule", "comba", "efla", "rmsnorm", "rmsnorm_vjp",
                                       "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn",
                                       "softmax_attn", "fox", "deltaformer", "mesa_net", "softcap",
-                                      "softcap_vjp", "l2norm", "l2norm_vjp", "delta_rule_vjp",
-                                      "gated_delta_rule_vjp"};
+                                      "softcap_vjp", "l2norm", "l2norm_vjp", "linear_attn_vjp",
+                                      "retention_vjp", "simple_gla_vjp", "gla_vjp", "delta_rule_vjp",
+                                      "gated_delta_rule_vjp", "comba_vjp", "efla_vjp"};
 
 static int in_list(const char *op, const char *const *list, size_t n)
 {

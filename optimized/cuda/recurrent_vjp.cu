@@ -1,24 +1,33 @@
-/* builtin:cuda, the gradients of delta_rule and gated_delta_rule (SPEC.md
- * 4.19; optimized/cuda/README.md section 9): delta_rule_vjp (H6) and
- * gated_delta_rule_vjp (H8 first form) with the scalar gate g or the
- * per-channel gate gk (KDA).
+/* builtin:cuda, the gradients of the recurrent family (SPEC.md 4.19;
+ * optimized/cuda/README.md section 9): linear_attn_vjp, retention_vjp,
+ * simple_gla_vjp, gla_vjp (H2, H4), delta_rule_vjp (H6), gated_delta_rule_vjp
+ * (H8 first form) with the scalar gate g or the per-channel gate gk (KDA),
+ * comba_vjp (H8 second form) and efla_vjp (E5).
  *
  * The adjoint of the recurrence, token by token, as SPEC.md 4.19's table
- * states it (its row "delta rule, GDN, KDA (H6, H8)"). With h' = D_t h_{t-1}
- * (D_t = exp(g_t) I, diag(exp(gk_t)), or I), p = h'^T k_t, e = v_t - p,
- * u = beta_t e, h_t = h' + k_t u^T, o_t = scale h_t^T q_t, and dh the
- * cotangent of h_t (dht to start with):
+ * states it. For the delta rule and GDN (its row "delta rule, GDN, KDA (H6,
+ * H8)"): with h' = D_t h_{t-1} (D_t = exp(g_t) I, diag(exp(gk_t)),
+ * exp(g_gamma) I, or I), p = h'^T k_t, e = v_t - p, u = b_t e,
+ * h_t = h' + k_t u^T, o_t = scale h_t^T q_t, and dh the cotangent of h_t
+ * (dht to start with):
  *
  *   dq_t = scale h_t do_t              dh += scale q_t do_t^T       (the readout)
- *   du   = dh^T k_t                    dv_t = beta_t du,  dp = -beta_t du
- *   dbeta_t = du . e                   (the write du . v_t and the erase -du . p)
+ *   du   = dh^T k_t                    dv_t = b_t du,  dp = -b_t du
+ *   db_t = du . e                      (the write du . v_t and the erase -du . p)
  *   dk_t = dh u + h' dp                dh' = dh + k_t dp^T
- *   dlog_t[c] = sum_j dh'[c][j] h'[c][j]  (dgk_t = dlog_t, dg_t = sum_c dlog_t[c])
+ *   dlog_t[c] = sum_j dh'[c][j] h'[c][j]  (dgk_t = dlog_t, dg_t = sum_c dlog_t[c],
+ *                                          dg_gamma = sum_t dg_t)
  *   dh  <- D_t dh'
  *
- * and at the end dh0 = dh. Everything is binary32 (the state, its cotangent,
- * every sum); bf16 inputs are widened exactly (SPEC.md 11.1's bf16 tier with
- * fp32 accumulation and state).
+ * and at the end dh0 = dh. b_t = beta_t, dbeta_t = db_t; EFLA's
+ * b_t = c(beta_t, n), n = |k_t|^2 (E5), gives dbeta_t = db_t dc/dbeta and
+ * dk_t += 2 k_t db_t dc/dn. The linear family has no correction: u = v_t,
+ * dp = 0, dv_t = du. Comba corrects the state before the decay
+ * (p = h_{t-1}^T k_t, h_t = gamma_t h_{t-1} + k_t u^T): dk_t = dh u +
+ * h_{t-1} dp, dlog_t[c] = sum_j dh[c][j] gamma_t h_{t-1}[c][j],
+ * dh <- gamma_t dh + k_t dp^T. Everything is binary32 (the state, its
+ * cotangent, every sum); bf16 inputs are widened exactly (SPEC.md 11.1's bf16
+ * tier with fp32 accumulation and state).
  *
  * Kernels. A block is (sequence, value head, slice of up to 32 value
  * columns); its threads are the state's rows (one per key channel c, K <= 128,
@@ -36,11 +45,12 @@
  *      shared memory), then walks the chunk's tokens back with dh in
  *      registers. A thread reads back only the scratch it wrote. The sums
  *      over value columns are the slice's partials: dq, dk and dlog per
- *      (slice, token, value head, row), dbeta per (slice, token, value head);
+ *      (slice, token, value head, row), db per (slice, token, value head);
  *      dv and dh0 are the slice's own;
  *   3. delta_vjp_gate_kernel (one thread per token and value head): dbeta
  *      and dlog summed over the slices in slice order, dgk = dlog, dg its sum
- *      in row order;
+ *      in row order; delta_vjp_gamma_kernel (one thread per value head) the
+ *      per-head dg_gamma, in token order;
  *   4. delta_vjp_key_kernel (one thread per token, q/k head and row): dq and
  *      dk summed over the head's value heads (GVA, value head order) and the
  *      slices, in that order.
@@ -61,15 +71,16 @@ const int vjp_slice = 32;      /* value columns per block */
 const int vjp_max_k = 128;     /* rows (threads) per block, at most */
 const int vjp_red_ld = 33;     /* the row terms' leading dimension in shared memory (no bank conflicts) */
 
-enum vjp_gate_kind { VJP_GATE_NONE = 0, VJP_GATE_SCALAR = 1, VJP_GATE_CHANNEL = 2 };
+enum vjp_gate_kind { VJP_GATE_NONE = 0, VJP_GATE_CONSTANT = 1, VJP_GATE_SCALAR = 2, VJP_GATE_CHANNEL = 3 };
+enum vjp_step_kind { VJP_STEP_NONE = 0, VJP_STEP_BETA = 1, VJP_STEP_EFLA = 2 };
 
 /* Token t (flattened over B x T, or the packed row with cu_seqlens) of q/k
  * head h: ((t H + h) K + c); of value head hv: ((t HV + hv) V + j); beta, g:
- * t HV + hv; gk: (t HV + hv) K + c; the state of sequence s: ((s HV + hv) K +
- * c) V + j. */
+ * t HV + hv; gk: (t HV + hv) K + c; g_gamma: hv; the state of sequence s:
+ * ((s HV + hv) K + c) V + j. */
 struct delta_vjp_params {
-    lacs_view q, k, v, beta, gate, h0, dout, dht;
-    int gate_kind;
+    lacs_view q, k, v, beta, gate, h0, dout, dht; /* gate: g, gk or g_gamma */
+    int gate_kind, step, comba;
     const int64_t *cu_seqlens;      /* device; NULL: sequence s is tokens s T .. s T + T - 1 */
     const int64_t *seq_first_chunk; /* device [n_seqs + 1]: the first checkpoint of each sequence */
     int64_t T, n_tokens;            /* n_tokens: B T */
@@ -79,7 +90,7 @@ struct delta_vjp_params {
     float *scratch;                 /* [seq HV n_slices][C + 1][32][K] */
     float *dq_part, *dk_part, *dlog_part; /* [n_slices][n_tokens][HV][K] */
     float *dbeta_part;                    /* [n_slices][n_tokens][HV] */
-    float *dq, *dk, *dv, *dbeta, *dg, *dgk, *dh0; /* the outputs; NULL: not asked for */
+    float *dq, *dk, *dv, *dbeta, *dg, *dgk, *dg_gamma, *dh0; /* the outputs; NULL: not asked for */
 };
 
 __device__ __forceinline__ void vjp_sequence(const delta_vjp_params &p, int64_t seq, int64_t *start, int64_t *length)
@@ -97,6 +108,8 @@ __device__ __forceinline__ void vjp_sequence(const delta_vjp_params &p, int64_t 
 __device__ __forceinline__ float vjp_decay(const delta_vjp_params &p, int64_t t, int hv, int c)
 {
     switch (p.gate_kind) {
+    case VJP_GATE_CONSTANT:
+        return expf(lacs_view_at(p.gate, hv));
     case VJP_GATE_SCALAR:
         return expf(lacs_view_at(p.gate, t * p.HV + hv));
     case VJP_GATE_CHANNEL:
@@ -104,6 +117,52 @@ __device__ __forceinline__ float vjp_decay(const delta_vjp_params &p, int64_t t,
     default:
         return 1.0f;
     }
+}
+
+/* The step size b_t: beta_t, EFLA's c = -expm1(-beta n) / n with n = |k_t|^2
+ * summed in row order (beta at n = 0; recurrent.cu's step_from), or 1 for the
+ * linear family (u = v). With derivatives, EFLA's dc/dbeta = exp(-x) and
+ * dc/dn = beta^2 phi'(x), x = beta n, phi(x) = -expm1(-x) / x, in double as
+ * the reference's lacs_ref_efla_coefficient_derivatives (phi' by its series
+ * below |x| = 1/2, where (e^-x - phi) / x cancels); 1 and 0 otherwise. */
+struct vjp_step {
+    float b, db_dbeta, db_dn;
+};
+
+__device__ __forceinline__ vjp_step vjp_step_of(const delta_vjp_params &p, int64_t t, int hv, int h, bool derivatives)
+{
+    vjp_step st = {1.0f, 1.0f, 0.0f};
+    if (p.step == VJP_STEP_NONE)
+        return st;
+    const float beta = lacs_view_at(p.beta, t * p.HV + hv);
+    st.b = beta;
+    if (p.step == VJP_STEP_BETA)
+        return st;
+    float n = 0.0f;
+    for (int r = 0; r < p.K; r++) {
+        const float kr = lacs_view_at(p.k, (t * p.H + h) * p.K + r);
+        n += kr * kr;
+    }
+    st.b = n == 0.0f ? beta : -expm1f(-beta * n) / n;
+    if (derivatives) {
+        const double x = (double)beta * (double)n;
+        double phi_derivative;
+        if (fabs(x) < 0.5) { /* sum_{m>=1} m (-1)^m x^(m-1) / (m+1)!, 30 terms by Horner's rule */
+            double coef[31], factorial = 1.0;
+            for (int m = 1; m <= 30; m++) {
+                factorial *= m + 1;
+                coef[m] = (m % 2 ? -m : m) / factorial;
+            }
+            phi_derivative = coef[30];
+            for (int m = 29; m >= 1; m--)
+                phi_derivative = phi_derivative * x + coef[m];
+        } else {
+            phi_derivative = (exp(-x) + expm1(-x) / x) / x;
+        }
+        st.db_dbeta = (float)exp(-x);
+        st.db_dn = (float)((double)beta * (double)beta * phi_derivative);
+    }
+    return st;
 }
 
 /* The shared memory of both walking kernels: the rows' terms [threads x 33],
@@ -130,8 +189,9 @@ __device__ __forceinline__ vjp_shared vjp_shared_carve(void)
 
 /* One token forward for row c of the slice (columns j0 .. j0 + nb - 1), as the
  * reference orders it: decay, p = h'^T k summed over the rows, e = v - p,
- * u = beta e, h += k u^T. e goes to e_row (NULL: not kept). Every thread calls
- * it; two barriers. */
+ * u = b e, h += k u^T (Comba: p from the state before the decay, then
+ * h = gamma h + k u^T; the linear family: e = u = v). e goes to e_row (NULL:
+ * not kept). Every thread calls it; two barriers. */
 __device__ __forceinline__ void vjp_forward_token(const delta_vjp_params &p, const vjp_shared &s, int64_t t, int hv,
                                                   int h, int c, int j0, int nb, float *state, float *e_row)
 {
@@ -141,25 +201,26 @@ __device__ __forceinline__ void vjp_forward_token(const delta_vjp_params &p, con
     if (row)
         LACS_UNROLL
         for (int j = 0; j < vjp_slice; j++) if (j < nb) {
-            state[j] *= decay;
+            if (!p.comba)
+                state[j] *= decay;
             s.terms[c * vjp_red_ld + j] = state[j] * kc;
         }
     __syncthreads();
     if ((int)threadIdx.x < nb) {
         const int j = (int)threadIdx.x;
         float pj = 0.0f;
-        for (int r = 0; r < p.K; r++)
+        for (int r = 0; r < p.K && p.step != VJP_STEP_NONE; r++)
             pj += s.terms[r * vjp_red_ld + j];
         const float e = lacs_view_at(p.v, (t * p.HV + hv) * p.V + j0 + j) - pj;
         if (e_row)
             e_row[j] = e;
-        s.u[j] = lacs_view_at(p.beta, t * p.HV + hv) * e;
+        s.u[j] = vjp_step_of(p, t, hv, h, false).b * e;
     }
     __syncthreads();
     if (row)
         LACS_UNROLL
         for (int j = 0; j < vjp_slice; j++) if (j < nb)
-            state[j] += kc * s.u[j];
+            state[j] = p.comba ? decay * state[j] + kc * s.u[j] : state[j] + kc * s.u[j];
 }
 
 /* The state a thread starts from: h0's row c of the slice, or zero. */
@@ -251,35 +312,47 @@ __global__ void __launch_bounds__(vjp_max_k) delta_vjp_backward_kernel(delta_vjp
                 s.du[j] = du;
             }
             __syncthreads();
-            const float beta = lacs_view_at(p.beta, t * p.HV + hv);
+            const vjp_step st = vjp_step_of(p, t, hv, h, p.step == VJP_STEP_EFLA);
+            const bool corrects = p.step != VJP_STEP_NONE;
+            /* db = du . e over the slice's columns (the write and the erase): thread 0's partial of dbeta,
+             * and, for EFLA, every row's (the same sum in the same order) for dk's term through n = |k|^2 */
+            float db = 0.0f;
+            if (corrects && (threadIdx.x == 0 || (row && p.step == VJP_STEP_EFLA)))
+                for (int j = 0; j < nb; j++) {
+                    const float e = LACS_MUTANT(LACS_MUTANT_VJP_NO_ERASE) ? lacs_view_at(p.v, vt + j)
+                                                                          : s.e[i * vjp_slice + j];
+                    db += s.du[j] * e;
+                }
             if (row) {
                 const float decay = vjp_decay(p, t, hv, c);
                 float dk = 0.0f, dlog = 0.0f;
                 LACS_UNROLL
                 for (int j = 0; j < vjp_slice; j++) if (j < nb) {
-                    const float du = s.du[j], dp = -beta * du, u = beta * s.e[i * vjp_slice + j];
-                    const float decayed = before[j * p.K + c] * decay; /* h', as the forward computed it */
-                    dk += dh[j] * u + decayed * dp;
-                    const float dh_decayed = dh[j] + kc * dp;
-                    dlog += dh_decayed * decayed;
-                    dh[j] = decay * dh_decayed;
+                    const float du = s.du[j], dp = corrects ? -st.b * du : 0.0f, u = st.b * s.e[i * vjp_slice + j];
+                    if (p.comba) { /* the correction read h_{t-1}, before the decay */
+                        const float previous = before[j * p.K + c];
+                        dk += dh[j] * u + previous * dp;
+                        dlog += dh[j] * (decay * previous);
+                        dh[j] = decay * dh[j] + kc * dp;
+                    } else {
+                        const float decayed = before[j * p.K + c] * decay; /* h', as the forward computed it */
+                        dk += dh[j] * u + decayed * dp;
+                        const float dh_decayed = dh[j] + kc * dp;
+                        dlog += dh_decayed * decayed;
+                        dh[j] = decay * dh_decayed;
+                    }
                 }
+                if (p.step == VJP_STEP_EFLA)
+                    dk += 2.0f * kc * (db * st.db_dn);
                 const int64_t part = ((int64_t)slice * p.n_tokens + t) * p.HV + hv;
                 p.dq_part[part * p.K + c] = p.scale * dq;
                 p.dk_part[part * p.K + c] = dk;
                 p.dlog_part[part * p.K + c] = dlog;
             }
-            if (threadIdx.x == 0) { /* dbeta = du . e: the write and the erase */
-                float dbeta = 0.0f;
-                for (int j = 0; j < nb; j++) {
-                    const float e = LACS_MUTANT(LACS_MUTANT_VJP_NO_ERASE) ? lacs_view_at(p.v, vt + j)
-                                                                          : s.e[i * vjp_slice + j];
-                    dbeta += s.du[j] * e;
-                }
-                p.dbeta_part[((int64_t)slice * p.n_tokens + t) * p.HV + hv] = dbeta;
-            }
+            if (threadIdx.x == 0)
+                p.dbeta_part[((int64_t)slice * p.n_tokens + t) * p.HV + hv] = db * st.db_dbeta;
             if ((int)threadIdx.x < nb && p.dv)
-                p.dv[vt + threadIdx.x] = beta * s.du[threadIdx.x];
+                p.dv[vt + threadIdx.x] = st.b * s.du[threadIdx.x];
         }
     }
     if (p.dh0 && row)
@@ -310,6 +383,26 @@ __global__ void __launch_bounds__(256) delta_vjp_gate_kernel(delta_vjp_params p)
     }
     if (p.dg)
         p.dg[i] = dg;
+}
+
+/* 3'. Per value head: dg_gamma, the sum of dg_t over every token of the head, in token order. */
+__global__ void __launch_bounds__(256) delta_vjp_gamma_kernel(delta_vjp_params p)
+{
+    const int hv = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (hv >= p.HV)
+        return;
+    float total = 0.0f;
+    for (int64_t t = 0; t < p.n_tokens; t++) {
+        float dg = 0.0f;
+        for (int c = 0; c < p.K; c++) {
+            float dlog = 0.0f;
+            for (int slice = 0; slice < p.n_slices; slice++)
+                dlog += p.dlog_part[(((int64_t)slice * p.n_tokens + t) * p.HV + hv) * p.K + c];
+            dg += dlog;
+        }
+        total += dg;
+    }
+    p.dg_gamma[hv] = total;
 }
 
 /* 4. Per (token, q/k head, row): dq and dk, summed over the value heads that read the head, then the slices. */
@@ -345,24 +438,39 @@ int lacs_cuda_recurrent_vjp(const lacs_cuda_call *c)
     delta_vjp_params p;
     memset(&p, 0, sizeof p);
     const lacs_cuda_tensor *gate = nullptr;
-    if (strcmp(op, "delta_rule_vjp") == 0) {
-        p.gate_kind = VJP_GATE_NONE;
-    } else if (strcmp(op, "gated_delta_rule_vjp") == 0) {
+    if (strcmp(op, "linear_attn_vjp") == 0) {
+    } else if (strcmp(op, "retention_vjp") == 0) {
+        gate = lacs_cuda_input(c, "g_gamma"), p.gate_kind = VJP_GATE_CONSTANT;
+    } else if (strcmp(op, "simple_gla_vjp") == 0) {
+        gate = lacs_cuda_input(c, "g"), p.gate_kind = VJP_GATE_SCALAR;
+    } else if (strcmp(op, "gla_vjp") == 0) {
+        gate = lacs_cuda_input(c, "gk"), p.gate_kind = VJP_GATE_CHANNEL;
+    } else if (strcmp(op, "delta_rule_vjp") == 0 || strcmp(op, "efla_vjp") == 0) {
+        p.step = strcmp(op, "efla_vjp") == 0 ? VJP_STEP_EFLA : VJP_STEP_BETA;
+    } else if (strcmp(op, "gated_delta_rule_vjp") == 0 || strcmp(op, "comba_vjp") == 0) {
+        p.step = VJP_STEP_BETA;
+        p.comba = strcmp(op, "comba_vjp") == 0;
         if ((gate = lacs_cuda_input(c, "gk")) != nullptr)
             p.gate_kind = VJP_GATE_CHANNEL;
         else if ((gate = lacs_cuda_input(c, "g")) != nullptr)
             p.gate_kind = VJP_GATE_SCALAR;
     } else {
-        return lacs_cuda_unsupported(op, "builtin:cuda implements the gradients of delta_rule and gated_delta_rule "
-                                         "only (SPEC.md 4.19)");
+        return lacs_cuda_unsupported(op, "builtin:cuda implements the gradients of the recurrent family only "
+                                         "(SPEC.md 4.19)");
     }
+    if (gate == nullptr)
+        p.gate_kind = VJP_GATE_NONE;
     const lacs_cuda_tensor *q = lacs_cuda_input(c, "q"), *v = lacs_cuda_input(c, "v"),
                            *cu = lacs_cuda_input(c, "cu_seqlens");
-    if (!q || !v || !lacs_cuda_input(c, "k") || !lacs_cuda_input(c, "beta") || !lacs_cuda_input(c, "do"))
-        return lacs_cuda_error(LACS_ERR_INPUT, op, "inputs q, k, v, beta and do are required");
+    if (!q || !v || !lacs_cuda_input(c, "k") || !lacs_cuda_input(c, "do") ||
+        (p.step != VJP_STEP_NONE && !lacs_cuda_input(c, "beta")))
+        return lacs_cuda_error(LACS_ERR_INPUT, op, "inputs q, k, v, do (and beta for a step size) are required");
     if ((lacs_cuda_output(c, "dg") && p.gate_kind != VJP_GATE_SCALAR) ||
-        (lacs_cuda_output(c, "dgk") && p.gate_kind != VJP_GATE_CHANNEL))
-        return lacs_cuda_error(LACS_ERR_INPUT, op, "a gate's gradient is asked for but that gate is not given");
+        (lacs_cuda_output(c, "dgk") && p.gate_kind != VJP_GATE_CHANNEL) ||
+        (lacs_cuda_output(c, "dg_gamma") && p.gate_kind != VJP_GATE_CONSTANT) ||
+        (lacs_cuda_output(c, "dbeta") && p.step == VJP_STEP_NONE))
+        return lacs_cuda_error(LACS_ERR_INPUT, op, "a gradient is asked for whose input (%s) is not given",
+                               p.step == VJP_STEP_NONE ? "beta or a gate" : "a gate");
     p.q = lacs_view_of(q);
     p.k = lacs_view_of(lacs_cuda_input(c, "k"));
     p.v = lacs_view_of(v);
@@ -385,6 +493,7 @@ int lacs_cuda_recurrent_vjp(const lacs_cuda_call *c)
     p.dbeta = vjp_output(c, "dbeta");
     p.dg = vjp_output(c, "dg");
     p.dgk = vjp_output(c, "dgk");
+    p.dg_gamma = vjp_output(c, "dg_gamma");
     p.dh0 = vjp_output(c, "dh0");
     const int64_t n_seqs = cu ? cu->shape[0] - 1 : q->shape[0];
     const int64_t *offsets = cu ? (const int64_t *)cu->host : nullptr;
@@ -454,6 +563,9 @@ int lacs_cuda_recurrent_vjp(const lacs_cuda_call *c)
     if (rc == LACS_OK && (e = lacs_launch(delta_vjp_backward_kernel, walk_grid, dim3(threads), shared, p)) != cudaSuccess)
         rc = lacs_cuda_launch_failed(op, "delta_vjp_backward_kernel", e);
     const int64_t gate_items = p.n_tokens * p.HV, key_items = p.n_tokens * p.H * p.K;
+    if (rc == LACS_OK && p.dg_gamma &&
+        (e = lacs_launch(delta_vjp_gamma_kernel, dim3((unsigned)((p.HV + 255) / 256)), dim3(256), 0, p)) != cudaSuccess)
+        rc = lacs_cuda_launch_failed(op, "delta_vjp_gamma_kernel", e);
     if (rc == LACS_OK && gate_items > 0 &&
         (e = lacs_launch(delta_vjp_gate_kernel, dim3((unsigned)((gate_items + 255) / 256)), dim3(256), 0, p)) !=
             cudaSuccess)
