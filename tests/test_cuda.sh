@@ -10,7 +10,8 @@
 #   3. the same under the reverse schedule (LACS_CUDA_EMULATION_SCHEDULE=reverse), which must give the
 #      same bits: every output's error in the two JSON reports equal (a race shows as a difference);
 #   4. the wrong twins (build/liblacs_cuda_mutant.so, LACS_CUDA_MUTANT=<name>), one per family, one
-#      for the per-channel gate and one for the delta rule's gradients, each rejected by the vectors of its ops;
+#      for the per-channel gate and two for the recurrent family's gradients, each rejected by the vectors of
+#      its ops;
 #   5. builtin:cuda on the device: every core vector, passing, the only skips a device's shared-memory
 #      limit; skipped, with the reason, where this machine has no GPU (always in CI) or no nvcc built
 #      the library.
@@ -30,8 +31,8 @@ trap 'rm -rf "$work"' EXIT
 report=$work/report
 
 # A run's report must close with "N passed, 0 failed, S skipped"; skips are refused, or (device: $3 set)
-# allowed only where the device's shared memory is the reason. The gradients of the ops on sequences that
-# builtin:cuda does not declare (lacs_plugin_describe: all but delta_rule_vjp and gated_delta_rule_vjp) are not
+# allowed only where the device's shared memory is the reason. The gradients of the attention forms, which
+# builtin:cuda does not declare (lacs_plugin_describe; it declares those of the recurrent family), are not
 # run: their SKIP lines are not skips of its ops.
 expect_pass() {
     local what=$1 rc=$2 allow_shared_memory_skips=${3:-}
@@ -45,7 +46,7 @@ expect_pass() {
     fi
     local odd_skips
     local skips
-    skips=$(grep "^SKIP" "$report" | grep -v -E ' (linear_attn|retention|simple_gla|gla|comba|efla|softmax_attn|fox|deltaformer|path_attn|mesa_net)_vjp-' || true)
+    skips=$(grep "^SKIP" "$report" | grep -v -E ' (softmax_attn|fox|deltaformer|path_attn|mesa_net)_vjp-' || true)
     if [ -n "$allow_shared_memory_skips" ]; then
         odd_skips=$(grep -v "shared memory" <<<"$skips" || true)
     else
@@ -132,7 +133,8 @@ for mutant in "state_bf16:delta_rule,gated_delta_rule,efla:the state kept in bf1
               "no_rescale:softmax_attn,fox,deltaformer:the accumulator not rescaled when the row maximum grows" \
               "sech2_from_tanh:dyt_vjp,softcap_vjp:sech^2 as 1 - tanh^2 (a strict-level failure, SPEC.md 11.7)" \
               "mesa_stale_state:mesa_net:o read from the state before the token's update" \
-              "vjp_no_erase:delta_rule_vjp,gated_delta_rule_vjp:dbeta = du . v, the erase term -du . p dropped"; do
+              "vjp_no_erase:delta_rule_vjp,gated_delta_rule_vjp,comba_vjp,efla_vjp:dbeta = du . v, the erase term -du . p dropped" \
+              "vjp_dg_of_factor:retention_vjp,simple_gla_vjp,gla_vjp,gated_delta_rule_vjp,comba_vjp:the gate's gradient for the factor exp(g), not the log g"; do
     name=${mutant%%:*}
     rest=${mutant#*:}
     ops=${rest%%:*}

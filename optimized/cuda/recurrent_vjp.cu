@@ -332,13 +332,13 @@ __global__ void __launch_bounds__(vjp_max_k) delta_vjp_backward_kernel(delta_vjp
                     if (p.comba) { /* the correction read h_{t-1}, before the decay */
                         const float previous = before[j * p.K + c];
                         dk += dh[j] * u + previous * dp;
-                        dlog += dh[j] * (decay * previous);
+                        dlog += dh[j] * (LACS_MUTANT(LACS_MUTANT_VJP_DG_OF_FACTOR) ? previous : decay * previous);
                         dh[j] = decay * dh[j] + kc * dp;
                     } else {
                         const float decayed = before[j * p.K + c] * decay; /* h', as the forward computed it */
                         dk += dh[j] * u + decayed * dp;
                         const float dh_decayed = dh[j] + kc * dp;
-                        dlog += dh_decayed * decayed;
+                        dlog += dh_decayed * (LACS_MUTANT(LACS_MUTANT_VJP_DG_OF_FACTOR) ? before[j * p.K + c] : decayed);
                         dh[j] = decay * dh_decayed;
                     }
                 }

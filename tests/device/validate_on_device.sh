@@ -11,7 +11,7 @@
 #      ratio); the worst ratio per op and tier, beside the emulation's (worst_ratios.txt);
 #   4. lacs-bench-cuda (make bench-cuda): cuBLAS and copy anchors, every family's figures;
 #   5. compute-sanitizer memcheck over half the cases and over every case of delta_rule_vjp and
-#      gated_delta_rule_vjp, racecheck over half those of RACECHECK_OPS (one op of each kernel family new
+#      gated_delta_rule_vjp (the recurrent family's gradients share their kernels), racecheck over half those of RACECHECK_OPS (one op of each kernel family new
 #      since the last device run, gated_delta_rule_vjp included), each within SANITIZER_TIMEOUT seconds
 #      (default 120): errors and hazards counted;
 #   6. optional: FLA=1 runs tests/device/fla_bench.py (fla's Triton kernels, where installed);
@@ -73,10 +73,10 @@ summary_line=$(grep -E '^[0-9]+ passed, ' "$OUT/check.log" | tail -n 1)
 echo "$summary_line (exit $rc)"
 tail -n 1 "$OUT/check.log"
 grep -E "^(FAIL|ERROR|BROKE)" "$OUT/check.log" | head -40
-# the gradients of the ops on sequences other than delta_rule_vjp and gated_delta_rule_vjp are not claimed
-# (lacs_plugin_describe): not skips of builtin:cuda's ops
+# the gradients of the attention forms are not claimed (lacs_plugin_describe; those of the recurrent family
+# are): not skips of builtin:cuda's ops
 odd_skips=$(grep "^SKIP" "$OUT/check.log" | grep -v "shared memory" |
-            grep -v -E ' (linear_attn|retention|simple_gla|gla|comba|efla|softmax_attn|fox|deltaformer|path_attn|mesa_net)_vjp-' | head -5)
+            grep -v -E ' (softmax_attn|fox|deltaformer|path_attn|mesa_net)_vjp-' | head -5)
 if [ "$rc" -eq 0 ] && grep -q " 0 failed," <<<"$summary_line" && [ -z "$odd_skips" ]; then
     verdict PASS "lacs check --impl builtin:cuda: $summary_line"
 else
@@ -104,7 +104,8 @@ grep -E "target" "$OUT/bench_cuda.log" | sed 's/^/      /' | tee -a "$SUMMARY"
 
 # racecheck (the slower) takes half the cases of one op of each kernel family new since the last device run
 # (gated_delta_rule_vjp: the gradients' kernels, recurrent_vjp.cu, never run on a device yet); memcheck half
-# of every case, then every case of the two gradients (validated under emulation only until this runs)
+# of every case, then every case of delta_rule_vjp and gated_delta_rule_vjp (the recurrent family's gradients
+# are validated under emulation only until this runs)
 RACECHECK_OPS=${RACECHECK_OPS:-gated_delta_rule,gla,linear_attn,fox,deltaformer,mesa_net,softcap,l2norm,gated_delta_rule_vjp}
 for run in memcheck memcheck-vjp racecheck; do
     tool=${run%-vjp}
