@@ -120,7 +120,8 @@ static size_t dtype_size(lacs_dtype dtype)
     return 0;
 }
 
-/* The ops builtin:cuda implements: every op of the vectors (README.md). */
+/* The ops builtin:cuda implements: every forward op of the vectors, the norms' VJPs and the recurrent
+ * family's VJPs (README.md section 9; validated under emulation only until a device runs them). */
 static const char *const implemented_ops[] = {"linear_attn", "linear_attn_postnorm", "retention", "simple_gla", "gla",
                                       "delta_rule", "gated_delta_rule", "comba", "efla", "rmsnorm", "rmsnorm_vjp",
                                       "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn",
@@ -173,7 +174,8 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
                                          &info, &bf16)) != LACS_OK)
         return rc;
     if (!implemented(op))
-        return lacs_cuda_unsupported(op, "builtin:cuda implements the forward ops of the vectors and the norms' VJPs");
+        return lacs_cuda_unsupported(op, "builtin:cuda implements the forward ops of the vectors, the norms' VJPs and "
+                                         "the recurrent family's VJPs");
     if (info->family != LACS_FAMILY_NORM)
         if ((rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params)) != LACS_OK)
             return rc;
@@ -251,7 +253,7 @@ int lacs_plugin_run(const char *op, const lacs_tensor *inputs, int n_inputs, con
 const char *lacs_cuda_last_error(void) { return lacs_last_error(); }
 
 /* Plugin ABI v1.1's declaration (SPEC.md 11.7): the ops of implemented_ops, both tiers, no flag left out.
- * The checker reads it for builtin:cuda too; the gradients of the ops on sequences are not claimed. */
+ * The checker reads it for builtin:cuda too; the gradients of the attention forms are not claimed. */
 const lacs_plugin_description *lacs_plugin_describe(void)
 {
     static char ops[1024];
