@@ -154,6 +154,21 @@ for mutant in "state_bf16:delta_rule,gated_delta_rule,efla:the state kept in bf1
 done
 echo "  ($((SECONDS - start)) s)"
 
+# kernels no device has run are said to be validated under emulation only (validated_on_device in dispatch.c
+# must not name them): the recurrent family's gradients (README.md section 9)
+listed=$(LACS_CUDA_LIBRARY=$EMULATED $LACS list --op rmsnorm 2>/dev/null | grep '^  builtin:cuda ')
+emulation_only=${listed##*validated under emulation only: }
+missing=""
+for op in linear_attn_vjp retention_vjp simple_gla_vjp gla_vjp delta_rule_vjp gated_delta_rule_vjp comba_vjp efla_vjp; do
+    grep -qE "(^|, )$op(,|$)" <<<"$emulation_only" || missing="$missing $op"
+done
+if [ "$listed" = "$emulation_only" ] || [ -n "$missing" ]; then
+    echo "test-cuda: lacs list does not say these are validated under emulation only:${missing:- (no such list)}" >&2
+    status=1
+else
+    echo "test-cuda: lacs list: the recurrent family's gradients validated under emulation only"
+fi
+
 why=$($LACS list --op rmsnorm 2>/dev/null | grep '^  builtin:cuda ')
 if [ "${NVCC_FOUND:-}" != yes ] && [ -z "${LACS_CUDA_LIBRARY:-}" ]; then
     echo "test-cuda: SKIP on the device: no $BUILD/liblacs_cuda.so was built here (nvcc not found)"
