@@ -30,7 +30,7 @@
  * tier with fp32 accumulation and state).
  *
  * Kernels. A block is (sequence, value head, slice of up to 32 value
- * columns); its threads are the state's rows (one per key channel c, K <= 128,
+ * columns); its threads are the state's rows (one per key channel c, K <= 256,
  * rounded up to whole warps), each holding its row of the slice in registers,
  * so that the sums over value columns (dq, dk, dlog) are a thread's own,
  * in column order. The sums over rows (p and du, one per column) go through
@@ -68,7 +68,7 @@
 
 const int vjp_chunk = 64;      /* C: the tokens between two checkpoints */
 const int vjp_slice = 32;      /* value columns per block */
-const int vjp_max_k = 128;     /* rows (threads) per block, at most */
+const int vjp_max_k = 256;     /* rows (threads) per block, at most (K <= 256, as the forward kernels) */
 const int vjp_red_ld = 33;     /* the row terms' leading dimension in shared memory (no bank conflicts) */
 
 enum vjp_gate_kind { VJP_GATE_NONE = 0, VJP_GATE_CONSTANT = 1, VJP_GATE_SCALAR = 2, VJP_GATE_CHANNEL = 3 };

@@ -15,8 +15,8 @@
 #      since the last device run, gated_delta_rule_vjp included), each within SANITIZER_TIMEOUT seconds
 #      (default 120): errors and hazards counted;
 #   6. optional: FLA=1 runs tests/device/fla_bench.py (fla's Triton kernels, where installed);
-#      K128=1 generates the full set's K = 128 cases here (CPU), and two gradient vectors at K = 128
-#      (lacs generate), and checks them on the device.
+#      K128=1 generates the full set's K = 128 cases here (CPU), and three gradient vectors at K = 128
+#      and 256 (lacs generate), and checks them on the device.
 # The closing summary (summary.txt) says PASS or FAIL per step: what the README's section 6 and
 # validated_on_device in optimized/cuda/dispatch.c record.
 set -u
@@ -141,14 +141,16 @@ if [ "${K128:-0}" = 1 ]; then
     timeout 300 ./$BUILD/lacs-generate --set full --only t2048-k128 --out "$OUT/vectors" --jobs "$JOBS" >"$OUT/k128.log" 2>&1 &&
         $LACS check --impl builtin:cuda --vectors "$OUT/vectors/full" --jobs 8 >>"$OUT/k128.log" 2>&1
     verdict "$( [ $? -eq 0 ] && echo PASS || echo FAIL)" "K = 128 full cases: $(tail -n 1 "$OUT/k128.log")"
-    # the gradients at K = 128 (their kernels' largest K; the full set has none): two vectors of lacs generate
+    # the gradients at K = 128 and 256 (their kernels' largest; the full set has none): vectors of lacs generate
     rm -rf "$OUT/vectors-vjp-k128"
     timeout 120 $LACS generate --like gated_delta_rule_vjp-gk --K 128 --V 128 --T 300 --H 1 --HV 2 --h0 \
         --out "$OUT/vectors-vjp-k128" >"$OUT/vjp-k128.log" 2>&1 &&
         timeout 120 $LACS generate --like delta_rule_vjp-varlen --K 128 --V 96 --H 1 --HV 2 --lengths 70,0,130 \
             --h0 --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
+        timeout 120 $LACS generate --like gated_delta_rule_vjp-mixed --K 256 --V 40 --T 150 --H 1 --HV 2 --h0 \
+            --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
         $LACS check --impl builtin:cuda --vectors "$OUT/vectors-vjp-k128" --jobs 8 >>"$OUT/vjp-k128.log" 2>&1
-    verdict "$( [ $? -eq 0 ] && echo PASS || echo FAIL)" "K = 128 gradients: $(tail -n 1 "$OUT/vjp-k128.log")"
+    verdict "$( [ $? -eq 0 ] && echo PASS || echo FAIL)" "K = 128 and 256 gradients: $(tail -n 1 "$OUT/vjp-k128.log")"
 fi
 
 step "summary ($((SECONDS - began)) s; logs in $OUT)"
