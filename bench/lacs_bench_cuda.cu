@@ -13,7 +13,8 @@
  * K = V = 128 at >= 0.30 of the GEMM (and at least fla's Triton throughput:
  * tests/device/fla_bench.py); dyt and dyisru at >= 0.80 of the copy. The
  * recurrent family, the softmax attention forms, PaTH and the norms are all
- * measured; mesa_net (a sequential walk built for correctness) is not.
+ * measured, and gated_delta_rule_vjp (time and tokens per second, no target);
+ * mesa_net (a sequential walk built for correctness) is not.
  * Without a device it says why and exits 2: it measures nothing.
  */
 #include <cublas_v2.h>
@@ -278,6 +279,35 @@ static void bench_recurrent(const char *op, const char *gate, int bf16, int64_t 
     free_tensors(out, 2);
 }
 
+/* The recurrent family's gradients (recurrent_vjp.cu, README section 9): gated_delta_rule_vjp with g or gk,
+ * h0 and dht, every gradient asked for; the time per call and the tokens per second (B T H / time). The
+ * kernels walk the tokens one by one: no flop count, no target yet. */
+static void bench_recurrent_vjp(const char *gate, int bf16, int64_t B, int64_t T, int64_t H, int64_t K, int64_t V,
+                                int max_shared)
+{
+    const lacs_dtype dt = bf16 ? LACS_BF16 : LACS_F32;
+    const int64_t qk[4] = {B, T, H, K}, vs[4] = {B, T, H, V}, bs[3] = {B, T, H}, hs[4] = {B, H, K, V};
+    const int channel = strcmp(gate, "gk") == 0;
+    lacs_cuda_tensor in[8] = {
+        device_tensor("q", dt, 4, qk, FILL_UNIT_ROWS, K), device_tensor("k", dt, 4, qk, FILL_UNIT_ROWS, K),
+        device_tensor("v", dt, 4, vs, FILL_NORMAL, V),    device_tensor("beta", dt, 3, bs, FILL_BETA, 1),
+        channel ? device_tensor("gk", dt, 4, qk, FILL_GATE, 1) : device_tensor("g", dt, 3, bs, FILL_GATE, 1),
+        device_tensor("do", dt, 4, vs, FILL_NORMAL, V),   device_tensor("h0", LACS_F32, 4, hs, FILL_NORMAL, V),
+        device_tensor("dht", LACS_F32, 4, hs, FILL_NORMAL, V)};
+    lacs_cuda_tensor out[6] = {device_output("dq", 4, qk),   device_output("dk", 4, qk),
+                               device_output("dv", 4, vs),   device_output("dbeta", 3, bs),
+                               channel ? device_output("dgk", 4, qk) : device_output("dg", 3, bs),
+                               device_output("dh0", 4, hs)};
+    lacs_cuda_call c = {"gated_delta_rule_vjp", bf16, in, 8, nullptr, 0, out, 6, max_shared};
+    const double ms = time_call(lacs_cuda_recurrent_vjp, &c);
+    if (ms > 0)
+        printf("%-20s %-4s B=%lld T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.2f Mtoken-heads/s\n",
+               channel ? "gated_delta_rule_vjp gk" : "gated_delta_rule_vjp", bf16 ? "bf16" : "fp32", (long long)B,
+               (long long)T, (long long)H, (long long)K, (long long)V, ms, (double)(B * T * H) / (ms * 1e-3) / 1e6);
+    free_tensors(in, 8);
+    free_tensors(out, 6);
+}
+
 /* Decoding: B sequences of one token from a state (memory-bound: the state is read and written once). */
 static void bench_decode(int bf16, int64_t B, int64_t H, int64_t K, int64_t V, int max_shared, double copy)
 {
@@ -414,6 +444,9 @@ int main(int argc, char **argv)
     bench_recurrent("gla", "gk", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
     bench_recurrent("simple_gla", "g", 1, 1, T, 16, 128, 128, max_shared, gemm, 0);
     bench_decode(1, 64, 16, 128, 128, max_shared, copy);
+    bench_recurrent_vjp("g", 1, 1, quick ? 1024 : 4096, 16, 128, 128, max_shared);
+    bench_recurrent_vjp("g", 0, 1, quick ? 1024 : 4096, 16, 128, 128, max_shared);
+    bench_recurrent_vjp("gk", 1, 1, quick ? 1024 : 4096, 16, 128, 128, max_shared);
     for (int bf16 = 1; bf16 >= 0; bf16--) {
         bench_norm("dyt", bf16, 4096, 4096, max_shared, copy, 1);
         bench_norm("dyisru", bf16, 4096, 4096, max_shared, copy, 1);

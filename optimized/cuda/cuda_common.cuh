@@ -365,6 +365,8 @@ enum lacs_cuda_mutant_kind {
     LACS_MUTANT_NO_RESCALE,         /* attention: the accumulator not rescaled when the row maximum grows */
     LACS_MUTANT_SECH2_FROM_TANH,    /* norms: sech^2 as 1 - tanh^2 in dyt_vjp and softcap_vjp */
     LACS_MUTANT_MESA_STALE_STATE,   /* mesa_net: o read from the states before the token's update */
+    LACS_MUTANT_VJP_NO_ERASE,       /* delta rule VJPs: dbeta = du . v, the erase term -du . p dropped */
+    LACS_MUTANT_VJP_DG_OF_FACTOR,   /* recurrent VJPs: the gate's gradient taken for the factor exp(g), not g */
 };
 #ifdef LACS_CUDA_MUTANTS
 #ifndef LACS_CUDA_EMULATION

@@ -10,11 +10,13 @@
 #      only a device's shared-memory limit may skip one (JSON report: check.json, with every output's
 #      ratio); the worst ratio per op and tier, beside the emulation's (worst_ratios.txt);
 #   4. lacs-bench-cuda (make bench-cuda): cuBLAS and copy anchors, every family's figures;
-#   5. compute-sanitizer memcheck over half the cases, racecheck over half those of RACECHECK_OPS (one op
-#      of each kernel family new since the last device run), each within SANITIZER_TIMEOUT seconds
+#   5. compute-sanitizer memcheck over half the cases and over every case of delta_rule_vjp and
+#      gated_delta_rule_vjp (the recurrent family's gradients share their kernels), racecheck over half those of RACECHECK_OPS (one op of each kernel family new
+#      since the last device run, gated_delta_rule_vjp included), each within SANITIZER_TIMEOUT seconds
 #      (default 120): errors and hazards counted;
 #   6. optional: FLA=1 runs tests/device/fla_bench.py (fla's Triton kernels, where installed);
-#      K128=1 generates the full set's K = 128 cases here (CPU) and checks them on the device.
+#      K128=1 generates the full set's K = 128 cases here (CPU), and three gradient vectors at K = 128
+#      and 256 (lacs generate), and checks them on the device.
 # The closing summary (summary.txt) says PASS or FAIL per step: what the README's section 6 and
 # validated_on_device in optimized/cuda/dispatch.c record.
 set -u
@@ -71,9 +73,10 @@ summary_line=$(grep -E '^[0-9]+ passed, ' "$OUT/check.log" | tail -n 1)
 echo "$summary_line (exit $rc)"
 tail -n 1 "$OUT/check.log"
 grep -E "^(FAIL|ERROR|BROKE)" "$OUT/check.log" | head -40
-# the gradients of the ops on sequences are not claimed (lacs_plugin_describe): not skips of builtin:cuda's ops
+# the gradients of the attention forms are not claimed (lacs_plugin_describe; those of the recurrent family
+# are): not skips of builtin:cuda's ops
 odd_skips=$(grep "^SKIP" "$OUT/check.log" | grep -v "shared memory" |
-            grep -v -E ' (linear_attn|retention|simple_gla|gla|delta_rule|gated_delta_rule|comba|efla|softmax_attn|fox|deltaformer|path_attn|mesa_net)_vjp-' | head -5)
+            grep -v -E ' (softmax_attn|fox|deltaformer|path_attn|mesa_net)_vjp-' | head -5)
 if [ "$rc" -eq 0 ] && grep -q " 0 failed," <<<"$summary_line" && [ -z "$odd_skips" ]; then
     verdict PASS "lacs check --impl builtin:cuda: $summary_line"
 else
@@ -100,27 +103,32 @@ cat "$OUT/bench_cuda.log"
 grep -E "target" "$OUT/bench_cuda.log" | sed 's/^/      /' | tee -a "$SUMMARY"
 
 # racecheck (the slower) takes half the cases of one op of each kernel family new since the last device run
-RACECHECK_OPS=${RACECHECK_OPS:-gated_delta_rule,gla,linear_attn,fox,deltaformer,mesa_net,softcap,l2norm}
-for tool in memcheck racecheck; do
+# (gated_delta_rule_vjp: the gradients' kernels, recurrent_vjp.cu, never run on a device yet); memcheck half
+# of every case, then every case of delta_rule_vjp and gated_delta_rule_vjp (the recurrent family's gradients
+# are validated under emulation only until this runs)
+RACECHECK_OPS=${RACECHECK_OPS:-gated_delta_rule,gla,linear_attn,fox,deltaformer,mesa_net,softcap,l2norm,gated_delta_rule_vjp}
+for run in memcheck memcheck-vjp racecheck; do
+    tool=${run%-vjp}
     selection="--shard 1/2"
-    [ $tool = racecheck ] && selection="--op $RACECHECK_OPS --shard 1/2"
+    [ $run = memcheck-vjp ] && selection="--op delta_rule_vjp,gated_delta_rule_vjp"
+    [ $run = racecheck ] && selection="--op $RACECHECK_OPS --shard 1/2"
     step "5. compute-sanitizer --tool $tool over $selection (at most $SANITIZER_TIMEOUT s)"
     timeout "$SANITIZER_TIMEOUT" compute-sanitizer --tool $tool --target-processes all --error-exitcode 99 \
-        $LACS check --impl builtin:cuda $selection --jobs 8 >"$OUT/$tool.log" 2>&1
+        $LACS check --impl builtin:cuda $selection --jobs 8 >"$OUT/$run.log" 2>&1
     rc=$?
-    counts=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$tool.log" | sort | uniq -c | sort -rn | head -5)
+    counts=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/$run.log" | sort | uniq -c | sort -rn | head -5)
     echo "$counts"
-    grep -E "Invalid|Race|hazard" "$OUT/$tool.log" | sort | uniq -c | sort -rn | head -10
-    done_line=$(grep -E "passed,.*failed" "$OUT/$tool.log" | tail -n 1)
-    dirty=$(grep -E "ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]" "$OUT/$tool.log" | head -n 1)
+    grep -E "Invalid|Race|hazard" "$OUT/$run.log" | sort | uniq -c | sort -rn | head -10
+    done_line=$(grep -E "passed,.*failed" "$OUT/$run.log" | tail -n 1)
+    dirty=$(grep -E "ERROR SUMMARY: [1-9]|RACECHECK SUMMARY: [1-9]" "$OUT/$run.log" | head -n 1)
     if [ -n "$dirty" ]; then
-        verdict FAIL "$tool: $dirty"
+        verdict FAIL "$run: $dirty"
     elif [ "$rc" -eq 124 ]; then
-        verdict PASS "$tool: clean on the cases run before the time limit ($(grep -cE '^(PASS|FAIL|SKIP)' "$OUT/$tool.log") cases)"
+        verdict PASS "$run: clean on the cases run before the time limit ($(grep -cE '^(PASS|FAIL|SKIP)' "$OUT/$run.log") cases)"
     elif [ "$rc" -eq 0 ]; then
-        verdict PASS "$tool: clean, $done_line"
+        verdict PASS "$run: clean, $done_line"
     else
-        verdict FAIL "$tool: exit $rc, $done_line"
+        verdict FAIL "$run: exit $rc, $done_line"
     fi
 done
 
@@ -133,6 +141,16 @@ if [ "${K128:-0}" = 1 ]; then
     timeout 300 ./$BUILD/lacs-generate --set full --only t2048-k128 --out "$OUT/vectors" --jobs "$JOBS" >"$OUT/k128.log" 2>&1 &&
         $LACS check --impl builtin:cuda --vectors "$OUT/vectors/full" --jobs 8 >>"$OUT/k128.log" 2>&1
     verdict "$( [ $? -eq 0 ] && echo PASS || echo FAIL)" "K = 128 full cases: $(tail -n 1 "$OUT/k128.log")"
+    # the gradients at K = 128 and 256 (their kernels' largest; the full set has none): vectors of lacs generate
+    rm -rf "$OUT/vectors-vjp-k128"
+    timeout 120 $LACS generate --like gated_delta_rule_vjp-gk --K 128 --V 128 --T 300 --H 1 --HV 2 --h0 \
+        --out "$OUT/vectors-vjp-k128" >"$OUT/vjp-k128.log" 2>&1 &&
+        timeout 120 $LACS generate --like delta_rule_vjp-varlen --K 128 --V 96 --H 1 --HV 2 --lengths 70,0,130 \
+            --h0 --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
+        timeout 120 $LACS generate --like gated_delta_rule_vjp-mixed --K 256 --V 40 --T 150 --H 1 --HV 2 --h0 \
+            --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
+        $LACS check --impl builtin:cuda --vectors "$OUT/vectors-vjp-k128" --jobs 8 >>"$OUT/vjp-k128.log" 2>&1
+    verdict "$( [ $? -eq 0 ] && echo PASS || echo FAIL)" "K = 128 and 256 gradients: $(tail -n 1 "$OUT/vjp-k128.log")"
 fi
 
 step "summary ($((SECONDS - began)) s; logs in $OUT)"
