@@ -469,8 +469,10 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
     case LACS_FAMILY_NORM:
         return lacs_cpu_norm(&c);
     case LACS_FAMILY_VJP:
+        if (lacs_cpu_attention_vjp_implemented(op))
+            return lacs_cpu_attention_vjp(&c);
         /* the gradients of the ops on sequences (SPEC.md 4.19): a SKIP, said so and declared
-         * (family_implemented), until builtin:cpu has them */
+         * (op_implemented), until builtin:cpu has them */
         lacs_cpu_error(LACS_UNSUPPORTED, op, "builtin:cpu does not implement the gradients of the ops on "
                                              "sequences yet (the *_vjp ops of SPEC.md 4.19)");
         return LACS_UNSUPPORTED;
@@ -479,7 +481,10 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
 }
 
 /* One predicate for lacs_cpu_run's switch above and for the declaration below. */
-static int family_implemented(lacs_op_family family) { return family != LACS_FAMILY_VJP; }
+static int op_implemented(const lacs_op_info *info)
+{
+    return info->family != LACS_FAMILY_VJP || lacs_cpu_attention_vjp_implemented(info->name);
+}
 
 static char declared_ops[2048];
 
@@ -489,7 +494,7 @@ static void build_declared_ops(void)
     const lacs_op_info *ops = lacs_ops(&count);
     size_t used = 0;
     for (int i = 0; i < count; i++)
-        if (family_implemented(ops[i].family) && used + strlen(ops[i].name) + 2 < sizeof declared_ops)
+        if (op_implemented(&ops[i]) && used + strlen(ops[i].name) + 2 < sizeof declared_ops)
             used += (size_t)snprintf(declared_ops + used, sizeof declared_ops - used, "%s%s", used ? " " : "",
                                      ops[i].name);
 }
