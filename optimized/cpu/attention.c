@@ -80,17 +80,32 @@ static float exp_row_scalar(int64_t n, float *x, float max)
     return sum;
 }
 
+static float adjoint_row_scalar(int64_t n, const float *p, float *dp, float D, float *col_sum, float *p_max)
+{
+    float sum = 0.0f, max = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        dp[j] = p[j] * (dp[j] - D);
+        col_sum[j] += dp[j];
+        sum += dp[j];
+        max = p[j] > max ? p[j] : max;
+    }
+    *p_max = max;
+    return sum;
+}
+
 static row_kernels kernels_for(lacs_cpu_isa isa)
 {
     switch (isa) {
     case LACS_ISA_AVX512:
-        return (row_kernels){lacs_cpu_attention_logits_row_avx512, lacs_cpu_attention_exp_row_avx512};
+        return (row_kernels){lacs_cpu_attention_logits_row_avx512, lacs_cpu_attention_exp_row_avx512,
+                             lacs_cpu_attention_adjoint_row_avx512};
     case LACS_ISA_AVX2:
-        return (row_kernels){lacs_cpu_attention_logits_row_avx2, lacs_cpu_attention_exp_row_avx2};
+        return (row_kernels){lacs_cpu_attention_logits_row_avx2, lacs_cpu_attention_exp_row_avx2,
+                             lacs_cpu_attention_adjoint_row_avx2};
     case LACS_ISA_SCALAR:
         break;
     }
-    return (row_kernels){logits_row_scalar, exp_row_scalar};
+    return (row_kernels){logits_row_scalar, exp_row_scalar, adjoint_row_scalar};
 }
 
 /* Sizes, checks the dispatcher leaves to the family (H >= 1, HV % H, the

@@ -40,13 +40,12 @@
 /* fp32, zeroed: dq, dk, dw [tokens, HV, K] per value head (each (sequence,
  * value head) item writes only its own), dv [tokens, HV, V], dbeta [tokens,
  * HV], dbias [HV][tokens] the gradient of the gates' biases (the prefix
- * sums G_t times the gates' factor), row J_i and its row sum of dS
- * [HV][tokens] for the correction of the softmax's adjoint. */
+ * sums G_t times the gates' factor), each row's sum of dS and dominant
+ * weight's token [HV][tokens] for the correction of the softmax's adjoint. */
 typedef struct {
     float *dq, *dk, *dw, *dv, *dbeta, *dbias;
     float *row_sum;
-    int64_t *row_argmax;
-    float *row_max; /* the largest weight found so far */
+    int64_t *row_dominant; /* the token of the row's weight above 1/2, or -1 */
 } grad_buffers;
 
 static void free_grads(grad_buffers *g)
@@ -58,8 +57,7 @@ static void free_grads(grad_buffers *g)
     free(g->dbeta);
     free(g->dbias);
     free(g->row_sum);
-    free(g->row_argmax);
-    free(g->row_max);
+    free(g->row_dominant);
 }
 
 static float *zeros(int64_t n, int *oom)
@@ -86,9 +84,8 @@ static int make_grads(const problem *p, int with_w, int with_beta, int with_gate
     if (with_gate)
         g->dbias = zeros(rows, &oom);
     g->row_sum = zeros(rows, &oom);
-    g->row_max = zeros(rows, &oom);
-    g->row_argmax = calloc((size_t)(rows > 0 ? rows : 1), sizeof *g->row_argmax);
-    if (oom || !g->row_argmax) {
+    g->row_dominant = calloc((size_t)(rows > 0 ? rows : 1), sizeof *g->row_dominant);
+    if (oom || !g->row_dominant) {
         free_grads(g);
         return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the gradients");
     }
@@ -201,8 +198,8 @@ static void flash_task(void *context, int64_t item, int thread)
     const float *bias = job->gate ? job->gate->bias + hv * p->tokens : NULL;
     const int64_t *first = job->gate ? job->gate->first_visible + hv * p->tokens : NULL;
     const float *lse = job->normalised ? p->lse + hv * p->tokens : NULL, *D = job->D + hv * p->tokens;
-    float *row_sum = job->g->row_sum + hv * p->tokens, *row_max = job->g->row_max + hv * p->tokens;
-    int64_t *row_argmax = job->g->row_argmax + hv * p->tokens;
+    float *row_sum = job->g->row_sum + hv * p->tokens;
+    int64_t *row_dominant = job->g->row_dominant + hv * p->tokens;
     float *dbias = job->g->dbias ? job->g->dbias + hv * p->tokens : NULL;
     const int64_t ldq = p->H * K, ldv = p->HV * V, ldg = p->HV * K;
     for (int64_t b = 0; b * BLOCK < length; b++) {
@@ -226,26 +223,11 @@ static void flash_task(void *context, int64_t item, int thread)
                 float *s = P + row * BLOCK, *ds = dP + row * BLOCK;
                 p->kernels.logits_row(nk, s, lo, hi, p->scale, bias ? bias[i] : 0.0f, bias ? bias + j0 : NULL);
                 p->kernels.exp_row(nk, s, lse ? lse[i] : 0.0f);
-                const float Di = D[i];
-                float sum = 0.0f, best = row_max[i];
-                int64_t best_at = row_argmax[i];
-                for (int64_t j = lo; j < hi; j++) {
-                    const float dsj = s[j] * (ds[j] - Di);
-                    ds[j] = dsj;
-                    sum += dsj;
-                    col_sum[j] += dsj;
-                    if (s[j] > best) {
-                        best = s[j];
-                        best_at = j0 + j;
-                    }
-                }
-                for (int64_t j = 0; j < lo; j++)
-                    ds[j] = 0.0f;
-                for (int64_t j = hi; j < nk; j++)
-                    ds[j] = 0.0f;
-                row_sum[i] += sum;
-                row_max[i] = best;
-                row_argmax[i] = best_at;
+                float p_max;
+                row_sum[i] += p->kernels.adjoint_row(nk, s, ds, D[i], col_sum, &p_max); /* p = 0 off [lo, hi) */
+                for (int64_t j = 0; p_max > 0.5f && j < nk; j++)
+                    if (s[j] > 0.5f)
+                        row_dominant[i] = j0 + j; /* the weights sum to 1: at most one */
             }
             p->gemm->sgemm_general(nk, V, rows, P, BLOCK, dOa, ldv, dVb, V, 1.0f, LACS_GEMM_A_TRANSPOSED);
             p->gemm->sgemm_general(nk, K, rows, dP, BLOCK, Qa, ldq, dKb, K, 1.0f, LACS_GEMM_A_TRANSPOSED);
@@ -261,11 +243,16 @@ static void flash_task(void *context, int64_t item, int thread)
                 dbias[j0 + j] -= col_sum[j];
         }
     }
-    /* the softmax's adjoint without cancellation (SPEC 4.19): dl_iJ := dl_iJ - sum_j dl_ij, i.e. minus the
-     * sum of the row's others, J the row's largest weight; then the row's dl sum to 0 (its gate term too) */
+    /* the softmax's adjoint without cancellation (SPEC 4.19): where a weight p_iJ exceeds 1/2, dl_iJ :=
+     * dl_iJ - sum_j dl_ij, minus the sum of the row's others (an identity, as the weights sum to 1); then
+     * the row's dl sum to 0 (its gate term too). Elsewhere the row's own gate term, its sum. */
+    for (int64_t i = start; i < start + length && dbias && (!job->normalised || row_dominant[i] < 0); i++)
+        dbias[i] += row_sum[i];
     for (int64_t i = start; i < start + length && job->normalised; i++) {
+        if (row_dominant[i] < 0)
+            continue;
         const float delta = -row_sum[i];
-        const int64_t J = row_argmax[i];
+        const int64_t J = row_dominant[i];
         float *dq = job->g->dq + (i * p->HV + hv) * K, *dk = job->g->dk + (J * p->HV + hv) * K;
         const float *q = p->q + (i * p->H + h) * K, *k = p->k + (J * p->H + h) * K;
         for (int64_t c = 0; c < K; c++) {
@@ -275,8 +262,6 @@ static void flash_task(void *context, int64_t item, int thread)
         if (dbias)
             dbias[J] -= delta; /* and the row's own term, row_sum + delta, is 0 */
     }
-    for (int64_t i = start; i < start + length && !job->normalised && dbias; i++)
-        dbias[i] += row_sum[i];
 }
 
 /* The backward of causal attention over `values`, given p->lse and D. */
@@ -288,8 +273,7 @@ static int flash_backward(const problem *p, const float *values, const float *do
     if (!job.work)
         return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the workspaces");
     for (int64_t i = 0; i < p->HV * p->tokens; i++) {
-        g->row_max[i] = -1.0f;
-        g->row_argmax[i] = 0;
+        g->row_dominant[i] = -1;
         g->row_sum[i] = 0.0f;
     }
     lacs_cpu_parallel_for(p->threads, p->n_seqs * p->HV, flash_task, &job);
@@ -535,8 +519,7 @@ static int deltaformer_vjp(const lacs_cpu_call *c)
  * recurrence's adjoint from the last such row down to j with dx = 0:
  *   dx += da_ij q_i,  dq_i += da_ij x_i,  and for i > j (c = w_i . x_{i-1}, e = w_i . dx):
  *   dbeta_i -= e c,  dw_i -= beta_i (c dx + e x_{i-1}),  dx -= beta_i e w_i;
- * dk_j += dx. Row sums and largest weights for the correction of the
- * softmax's adjoint (as flash_task's), the biases' gradient for the gate.
+ * dk_j += dx. The rows' sums of dl and the columns' for the gate.
  * Workspace: X [length x K], da [length], dx [K]. */
 typedef struct {
     const problem *p;
@@ -566,8 +549,7 @@ static void path_vjp_task(void *context, int64_t item, int thread)
     const float *bias = job->gate ? job->gate->bias + hv * p->tokens : NULL;
     const int64_t *first = job->gate ? job->gate->first_visible + hv * p->tokens : NULL;
     const float *lse = p->lse + hv * p->tokens, *D = job->D + hv * p->tokens;
-    float *row_sum = job->g->row_sum + hv * p->tokens, *row_max = job->g->row_max + hv * p->tokens;
-    int64_t *row_argmax = job->g->row_argmax + hv * p->tokens;
+    float *row_sum = job->g->row_sum + hv * p->tokens;
     float *dbias = job->g->dbias ? job->g->dbias + hv * p->tokens : NULL;
     for (int64_t j = start; j < start + length; j++) {
         /* the rows that see key j: j .. end - 1 (a hard reset after j hides it from the later ones) */
@@ -595,10 +577,6 @@ static void path_vjp_task(void *context, int64_t item, int thread)
             da[i - j] = p->scale * dl;
             row_sum[i] += dl;
             col_sum += dl;
-            if (weight > row_max[i]) {
-                row_max[i] = weight;
-                row_argmax[i] = j;
-            }
         }
         if (dbias)
             dbias[j] -= col_sum;
@@ -626,10 +604,8 @@ static void path_vjp_task(void *context, int64_t item, int thread)
         for (int64_t c = 0; c < K; c++)
             dk_j[c] += dx[c];
     }
-    /* the correction of the softmax's adjoint (flash_task's): dl_iJ -= the row's sum. The logit l_iJ reads
-     * q_i through x_i^(J) = H_i ... H_{J+1} k_J, which this pass does not keep: the row's sum is 0 up to
-     * rounding and the correction is left out here (see README.md) */
-    (void)row_argmax;
+    /* FlashAttention's form of the softmax's adjoint, without flash_task's correction: l_iJ reads q_i
+     * through x_i^(J) = H_i ... H_{J+1} k_J, which this pass no longer holds when row i is complete (README.md) */
     for (int64_t i = start; i < start + length && dbias; i++)
         dbias[i] += row_sum[i];
 }
@@ -650,8 +626,6 @@ static int path_attn_vjp(const lacs_cpu_call *c)
         rc = lacs_cpu_attention_path_forward(p);
     if (rc == LACS_OK) {
         row_dots(p, s.dout, s.o, s.D);
-        for (int64_t i = 0; i < p->HV * p->tokens; i++)
-            s.g.row_max[i] = -1.0f;
         path_vjp_job job = {p, s.dout, s.D, p->g ? &s.gate : NULL, &s.g, NULL, (p->T + 1) * p->K + p->T + 16};
         job.work = malloc((size_t)(job.per_thread * p->threads) * sizeof(float));
         if (!job.work)

@@ -23,6 +23,7 @@
 typedef struct {
     lacs_cpu_logits_row_fn logits_row;
     lacs_cpu_exp_row_fn exp_row;
+    lacs_cpu_adjoint_row_fn adjoint_row;
 } row_kernels;
 
 typedef struct {
