@@ -177,24 +177,56 @@ typedef struct {
     const gates *gate;    /* or NULL */
     int normalised;       /* softmax; 0: DeltaFormer's EXP form (weights exp(l), lse = 0, D = 0) */
     grad_buffers *g;      /* dq, dk: sums of dS k, dS q (the scale applied on output); dv: P^T do; dbias */
+    int64_t max_blocks;   /* blocks of the longest sequence */
     float *work;
     int64_t per_thread;
 } flash_job;
 
-static int64_t flash_per_thread(const problem *p) { return 2 * BLOCK * BLOCK + BLOCK * (p->K + p->V) + BLOCK; }
+/* A thread's workspace (floats), in this order: P and dP [BLOCK x BLOCK]; dK_b^T [K x BLOCK] and dV_b^T
+ * [V x BLOCK]; the column sums [BLOCK]; the key block's operands packed once (K_b^T, V_b^T, K_b); and
+ * for every query block of the sequence Q_a^T [K x BLOCK] and dO_a^T [V x BLOCK]. */
+static int64_t flash_per_thread(const problem *p, int64_t max_blocks)
+{
+    const lacs_cpu_gemm *gemm = p->gemm;
+    return 2 * BLOCK * BLOCK + BLOCK * (p->K + p->V) + BLOCK +
+           (int64_t)(gemm->packed_b_size(p->K, BLOCK) + gemm->packed_b_size(BLOCK, p->K) +
+                     gemm->packed_b_size(p->V, BLOCK)) + 16 +
+           max_blocks * BLOCK * (p->K + p->V);
+}
 
-/* One (sequence, value head): key blocks b outer (their dK_b, dV_b in the
- * workspace), query blocks a >= b inner (dQ_a accumulated in place: only
- * this item writes its rows). */
+/* dest[c * BLOCK + r] = x[r * ld + c] for r < rows, c < width (0 for rows .. BLOCK - 1). */
+static void transpose_rows(const float *x, int64_t ld, int64_t rows, int64_t width, float *dest)
+{
+    for (int64_t c = 0; c < width; c++) {
+        float *out = dest + c * BLOCK;
+        for (int64_t r = 0; r < rows; r++)
+            out[r] = x[r * ld + c];
+        for (int64_t r = rows; r < BLOCK; r++)
+            out[r] = 0.0f;
+    }
+}
+
+/* One (sequence, value head): key blocks b outer, query blocks a >= b
+ * inner (dQ_a accumulated in place: only this item writes its rows). Five
+ * GEMMs per pair, none reading an operand transposed (the frame would
+ * gather it for each panel): S = Q_a (K_b^T) and dP = dO_a (V_b^T) with
+ * K_b^T and V_b^T packed once per key block, dQ_a += dS K_b (K_b packed
+ * once), and dK_b^T += Q_a^T dS, dV_b^T += dO_a^T P with Q_a^T and dO_a^T
+ * transposed once per sequence; dK_b and dV_b transposed back once per key
+ * block. */
 static void flash_task(void *context, int64_t item, int thread)
 {
     const flash_job *job = context;
     const problem *p = job->p;
+    const lacs_cpu_gemm *gemm = p->gemm;
     const int64_t n = item / p->HV, hv = item % p->HV, h = hv / p->group, K = p->K, V = p->V;
     int64_t start;
     const int64_t length = lacs_cpu_sequences(p->call, p->T, n, &start);
-    float *P = job->work + thread * job->per_thread, *dP = P + BLOCK * BLOCK, *dKb = dP + BLOCK * BLOCK;
-    float *dVb = dKb + BLOCK * K, *col_sum = dVb + BLOCK * V;
+    float *P = job->work + thread * job->per_thread, *dP = P + BLOCK * BLOCK, *dKbT = dP + BLOCK * BLOCK;
+    float *dVbT = dKbT + BLOCK * K, *col_sum = dVbT + BLOCK * V;
+    float *KbT_packed = col_sum + BLOCK, *Kb_packed = KbT_packed + gemm->packed_b_size(K, BLOCK);
+    float *VbT_packed = Kb_packed + gemm->packed_b_size(BLOCK, K);
+    float *QT = VbT_packed + gemm->packed_b_size(V, BLOCK) + 16, *dOT = QT + job->max_blocks * BLOCK * K;
     const float *bias = job->gate ? job->gate->bias + hv * p->tokens : NULL;
     const int64_t *first = job->gate ? job->gate->first_visible + hv * p->tokens : NULL;
     const float *lse = job->normalised ? p->lse + hv * p->tokens : NULL, *D = job->D + hv * p->tokens;
@@ -202,19 +234,27 @@ static void flash_task(void *context, int64_t item, int thread)
     int64_t *row_dominant = job->g->row_dominant + hv * p->tokens;
     float *dbias = job->g->dbias ? job->g->dbias + hv * p->tokens : NULL;
     const int64_t ldq = p->H * K, ldv = p->HV * V, ldg = p->HV * K;
+    for (int64_t a = 0; a * BLOCK < length; a++) {
+        const int64_t i0 = start + a * BLOCK, rows = length - a * BLOCK < BLOCK ? length - a * BLOCK : BLOCK;
+        transpose_rows(p->q + (i0 * p->H + h) * K, ldq, rows, K, QT + a * BLOCK * K);
+        transpose_rows(job->dout + (i0 * p->HV + hv) * V, ldv, rows, V, dOT + a * BLOCK * V);
+    }
     for (int64_t b = 0; b * BLOCK < length; b++) {
         const int64_t j0 = start + b * BLOCK, nk = length - b * BLOCK < BLOCK ? length - b * BLOCK : BLOCK;
         const float *Kb = p->k + (j0 * p->H + h) * K, *Vb = job->values + (j0 * p->HV + hv) * V;
-        memset(dKb, 0, (size_t)(BLOCK * K) * sizeof(float));
-        memset(dVb, 0, (size_t)(BLOCK * V) * sizeof(float));
+        gemm->pack_b(K, nk, Kb, ldq, LACS_GEMM_B_TRANSPOSED, KbT_packed);
+        gemm->pack_b(V, nk, Vb, ldv, LACS_GEMM_B_TRANSPOSED, VbT_packed);
+        gemm->pack_b(nk, K, Kb, ldq, 0, Kb_packed);
+        memset(dKbT, 0, (size_t)(BLOCK * K) * sizeof(float));
+        memset(dVbT, 0, (size_t)(BLOCK * V) * sizeof(float));
         memset(col_sum, 0, BLOCK * sizeof(float));
         for (int64_t a = b; a * BLOCK < length; a++) {
             const int64_t i0 = start + a * BLOCK, rows = length - a * BLOCK < BLOCK ? length - a * BLOCK : BLOCK;
             if (first && first[i0] >= j0 + nk)
                 break; /* a hard reset after the key block: no later query sees it (resets only move forward) */
             const float *Qa = p->q + (i0 * p->H + h) * K, *dOa = job->dout + (i0 * p->HV + hv) * V;
-            p->gemm->sgemm_general(rows, nk, K, Qa, ldq, Kb, ldq, P, BLOCK, 0.0f, LACS_GEMM_B_TRANSPOSED);
-            p->gemm->sgemm_general(rows, nk, V, dOa, ldv, Vb, ldv, dP, BLOCK, 0.0f, LACS_GEMM_B_TRANSPOSED);
+            gemm->sgemm_packed(rows, nk, K, Qa, ldq, KbT_packed, P, BLOCK, 0.0f, 0);
+            gemm->sgemm_packed(rows, nk, V, dOa, ldv, VbT_packed, dP, BLOCK, 0.0f, 0);
             for (int64_t row = 0; row < rows; row++) {
                 const int64_t i = i0 + row;
                 int64_t lo = (first ? first[i] : start) - j0, hi = i - j0 + 1;
@@ -229,16 +269,16 @@ static void flash_task(void *context, int64_t item, int thread)
                     if (s[j] > 0.5f)
                         row_dominant[i] = j0 + j; /* the weights sum to 1: at most one */
             }
-            p->gemm->sgemm_general(nk, V, rows, P, BLOCK, dOa, ldv, dVb, V, 1.0f, LACS_GEMM_A_TRANSPOSED);
-            p->gemm->sgemm_general(nk, K, rows, dP, BLOCK, Qa, ldq, dKb, K, 1.0f, LACS_GEMM_A_TRANSPOSED);
-            p->gemm->sgemm_general(rows, K, nk, dP, BLOCK, Kb, ldq, job->g->dq + (i0 * p->HV + hv) * K, ldg, 1.0f, 0);
+            gemm->sgemm_general(V, nk, rows, dOT + a * BLOCK * V, BLOCK, P, BLOCK, dVbT, BLOCK, 1.0f, 0);
+            gemm->sgemm_general(K, nk, rows, QT + a * BLOCK * K, BLOCK, dP, BLOCK, dKbT, BLOCK, 1.0f, 0);
+            gemm->sgemm_packed(rows, K, nk, dP, BLOCK, Kb_packed, job->g->dq + (i0 * p->HV + hv) * K, ldg, 1.0f, 0);
         }
         for (int64_t j = 0; j < nk; j++) {
             float *dk = job->g->dk + ((j0 + j) * p->HV + hv) * K, *dv = job->g->dv + ((j0 + j) * p->HV + hv) * V;
             for (int64_t c = 0; c < K; c++)
-                dk[c] += dKb[j * K + c];
+                dk[c] += dKbT[c * BLOCK + j];
             for (int64_t c = 0; c < V; c++)
-                dv[c] += dVb[j * V + c];
+                dv[c] += dVbT[c * BLOCK + j];
             if (dbias)
                 dbias[j0 + j] -= col_sum[j];
         }
@@ -268,7 +308,11 @@ static void flash_task(void *context, int64_t item, int thread)
 static int flash_backward(const problem *p, const float *values, const float *dout, const float *D, const gates *gate,
                           int normalised, grad_buffers *g)
 {
-    flash_job job = {p, values, dout, D, gate, normalised, g, NULL, flash_per_thread(p)};
+    int64_t max_blocks = 1;
+    for (int64_t n = 0; n < p->n_seqs; n++)
+        max_blocks = p->block_base[n + 1] - p->block_base[n] > max_blocks ? p->block_base[n + 1] - p->block_base[n]
+                                                                          : max_blocks;
+    flash_job job = {p, values, dout, D, gate, normalised, g, max_blocks, NULL, flash_per_thread(p, max_blocks)};
     job.work = malloc((size_t)(job.per_thread * p->threads) * sizeof(float));
     if (!job.work)
         return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the workspaces");
