@@ -1,8 +1,8 @@
 #!/bin/bash
 # make test-cpu: builtin:cpu over every core vector under each instruction set (LACS_ISA = avx512, avx2,
-# scalar). Every case must pass and the verdict conform, but for the gradients of the ops on sequences (the
-# *_vjp ops of SPEC.md 4.19; the norms' VJPs are implemented), which builtin:cpu does not implement yet and
-# does not declare: those, and only those, are skipped. An instruction set this CPU lacks is skipped with
+# scalar). Every case must pass and the verdict conform, but for the recurrent family's gradients (the
+# *_vjp ops of SPEC.md 4.19 but the attention forms'; the norms' VJPs are implemented), which builtin:cpu
+# does not implement yet and does not declare: those, and only those, are skipped. An instruction set this CPU lacks is skipped with
 # the reason `lacs list` gives.
 set -u
 BUILD=${BUILD:-build}
@@ -25,7 +25,7 @@ for isa in avx512 avx2 scalar; do
     skipped=$(grep -c '^SKIP' "$report")
     odd=$(grep '^SKIP' "$report" | awk '{print $3}' | grep -v -- '_vjp-' || true)
     norm_vjp=$(grep '^SKIP' "$report" | awk '{print $3}' | grep -E '^(rmsnorm|dyt|dyisru|softcap|l2norm|softmax_attn|fox|deltaformer|path_attn)_vjp-' || true)
-    echo "  $summary ($skipped skipped: the gradients of the ops on sequences, which builtin:cpu does not declare)"
+    echo "  $summary ($skipped skipped: the recurrent family's gradients, which builtin:cpu does not declare)"
     if [ "$rc" -ne 0 ] || ! grep -q " 0 failed," <<<"$summary"; then
         echo "test-cpu: every case must pass, and the verdict conform (exit status $rc)" >&2
         grep -E '^(FAIL|ERROR)' "$report" | head -20 >&2
