@@ -33,7 +33,7 @@ for isa in avx512 avx2 scalar; do
         exit 1
     fi
     if [ -n "$odd$norm_vjp" ]; then
-        echo "test-cpu: only the gradients of the ops on sequences may be skipped; these were skipped too:" >&2
+        echo "test-cpu: only the recurrent family's gradients may be skipped; these were skipped too:" >&2
         echo "$odd$norm_vjp" | head -20 >&2
         exit 1
     fi
