@@ -607,6 +607,8 @@ typedef struct {
     float *u;       /* [tokens, HV, V] */
     const workspaces *ws;
     int normalised;
+    float *lse_b, *r; /* or NULL: each row's log-sum-exp of B ([HV][tokens]; 0 for EXP and for a row with no
+                         key) and r_i = sum_{j<i} B_ij u_j ([tokens, HV, V]), for the backward */
 } first_stage_job;
 
 static void first_stage_task(void *context, int64_t item, int thread)
@@ -646,6 +648,12 @@ static void first_stage_task(void *context, int64_t item, int thread)
             }
             const float beta = p->beta ? p->beta[i * p->HV + hv] : 1.0f;
             const float coef = !job->normalised ? beta : r.sum[row] > 0.0f ? beta / r.sum[row] : 0.0f;
+            if (job->lse_b)
+                job->lse_b[hv * p->tokens + i] =
+                    job->normalised && r.sum[row] > 0.0f ? r.max[row] + logf(r.sum[row]) : 0.0f;
+            for (int64_t c = 0; job->r && c < p->V; c++)
+                job->r[(i * p->HV + hv) * p->V + c] =
+                    !job->normalised ? acc[c] : r.sum[row] > 0.0f ? acc[c] / r.sum[row] : 0.0f;
             const float *v_i = p->v + (i * p->HV + hv) * p->V;
             float *u_i = job->u + (i * p->HV + hv) * p->V;
             for (int64_t c = 0; c < p->V; c++)
@@ -655,7 +663,7 @@ static void first_stage_task(void *context, int64_t item, int thread)
 }
 
 /* Both stages into u and p->o (and p->lse, the second stage's). */
-int lacs_cpu_attention_deltaformer_forward(const problem *pp, int form, float *u)
+int lacs_cpu_attention_deltaformer_forward(const problem *pp, int form, float *u, float *lse_b, float *r)
 {
     const problem p = *pp;
     const lacs_cpu_call *c = p.call;
@@ -672,7 +680,8 @@ int lacs_cpu_attention_deltaformer_forward(const problem *pp, int form, float *u
     for (int64_t h = 0; h < p.H && rc == LACS_OK; h += pass) {
         const int64_t heads = p.H - h < pass ? p.H - h : pass;
         rc = make_key_tiles(&p, h, heads, tiles);
-        first_stage_job job = {&p, tiles, h, heads, form == LACS_DELTAFORMER_FLA ? p.q : p.k, u, &ws, normalised};
+        first_stage_job job = {&p, tiles, h, heads, form == LACS_DELTAFORMER_FLA ? p.q : p.k, u, &ws, normalised,
+                               lse_b, r};
         if (rc == LACS_OK)
             lacs_cpu_parallel_for(p.threads, p.n_seqs * heads * p.group, first_stage_task, &job);
     }
@@ -696,7 +705,7 @@ static int deltaformer(const lacs_cpu_call *c)
         return lacs_cpu_error(LACS_ERR_PARAM, c->op, "unknown form %g (0 exp, 1 softmax, 2 fla)", form);
     }
     float *u = malloc((size_t)(p.tokens * p.HV * p.V + 1) * sizeof *u);
-    rc = u ? lacs_cpu_attention_deltaformer_forward(&p, (int)form, u)
+    rc = u ? lacs_cpu_attention_deltaformer_forward(&p, (int)form, u, NULL, NULL)
            : lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for u");
     free(u);
     lacs_cpu_attention_free(&p);

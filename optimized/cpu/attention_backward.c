@@ -424,20 +424,25 @@ static int softmax_or_fox_vjp(const lacs_cpu_call *c, int fox)
 
 /* ---- deltaformer_vjp (H11) ---- */
 
-/* The first stage's adjoint for one (sequence, value head), from the last
- * token down (SPEC 4.19): on entry dv holds du = A^T do (the second stage's),
- * on return dv_i = du_i. Row i of B is computed again whole (its scores
- * scale x_i . k_j, j < i, x = k, or q in fla's form; softmax, or exp), then
- *   r = sum_{j<i} B_ij u_j,  dbeta_i = -du_i . r,  dB_ij = -beta_i du_i . u_j,
- *   du_j -= beta_i B_ij du_i (j < i),
- * and the row's scores' adjoint ds (the softmax's without cancellation, or
- * dB (.) B) into dx_i += ds_j k_j and dk_j += ds_j x_i (unscaled, as the
- * second stage's sums). */
+/* The first stage, u_i = v_i - beta_i r_i with r_i = sum_{j<i} B_ij u_j, is
+ * attention of x (k, or q in fla's form) over k with values u, strictly
+ * causal, whose output r has the cotangent dr_i = -beta_i du_i (SPEC 4.19:
+ * dB_ij = dr_i . u_j, du_j += B_ij dr_i, dbeta_i = -du_i . r_i). du_i is
+ * complete once every later row is done, so the query blocks run from the
+ * last to the first (one (sequence, value head) per item):
+ *   - the block's own triangle, row by row from its last row: dr_i, then
+ *     du_j += B_ij dr_i for the block's j < i (B_aa recomputed by one GEMM
+ *     from the forward's lse_b);
+ *   - then FlashAttention-2's products over the key blocks b <= a with dR_a:
+ *     dB = dR_a U_b^T, dS = B (.) (dB - D^B_i) (D^B_i = dr_i . r_i; EXP:
+ *     dS = B (.) dB), du_b += B^T dR_a for b < a (the diagonal's is the
+ *     triangle), dX_a += dS K_b, dK_b += dS^T X_a.
+ * Workspace: P and dB [BLOCK x BLOCK], dR [BLOCK x V], the column sums. */
 typedef struct {
     const problem *p;
-    const float *u;
+    const float *u, *lse_b, *r;
     int form;
-    grad_buffers *g;
+    grad_buffers *g; /* dv holds du (the second stage's A^T do on entry) */
     float *work;
     int64_t per_thread;
 } first_stage_vjp_job;
@@ -446,75 +451,66 @@ static void first_stage_vjp_task(void *context, int64_t item, int thread)
 {
     const first_stage_vjp_job *job = context;
     const problem *p = job->p;
+    const lacs_cpu_gemm *gemm = p->gemm;
     const int64_t n = item / p->HV, hv = item % p->HV, h = hv / p->group, K = p->K, V = p->V;
     int64_t start;
     const int64_t length = lacs_cpu_sequences(p->call, p->T, n, &start);
-    float *row = job->work + thread * job->per_thread, *drow = row + p->T, *r = drow + p->T;
+    float *P = job->work + thread * job->per_thread, *dB = P + BLOCK * BLOCK, *dR = dB + BLOCK * BLOCK;
+    float *col_sum = dR + BLOCK * V;
     const int reads_q = job->form == LACS_DELTAFORMER_FLA, normalised = job->form != LACS_DELTAFORMER_EXP;
-    const float *X = reads_q ? p->q : p->k;
-    float *dX = reads_q ? job->g->dq : job->g->dk;
-    for (int64_t i = start + length - 1; i > start; i--) {
-        const int64_t count = i - start; /* keys start .. i - 1 */
-        const float *x = X + (i * p->H + h) * K;
-        float m = -INFINITY;
-        for (int64_t j = 0; j < count; j++) {
-            row[j] = p->scale * dot_f32(K, x, p->k + ((start + j) * p->H + h) * K);
-            m = row[j] > m ? row[j] : m;
+    const float *X = reads_q ? p->q : p->k, *lse = job->lse_b + hv * p->tokens;
+    float *dX = reads_q ? job->g->dq : job->g->dk, *du = job->g->dv;
+    const int64_t ldq = p->H * K, ldv = p->HV * V, ldg = p->HV * K;
+    for (int64_t a = (length - 1) / BLOCK; length > 0 && a >= 0; a--) {
+        const int64_t i0 = start + a * BLOCK, rows = length - a * BLOCK < BLOCK ? length - a * BLOCK : BLOCK;
+        const float *Xa = X + (i0 * p->H + h) * K;
+        /* B_aa, then the triangle */
+        gemm->sgemm_general(rows, rows, K, Xa, ldq, p->k + (i0 * p->H + h) * K, ldq, P, BLOCK, 0.0f,
+                            LACS_GEMM_B_TRANSPOSED);
+        for (int64_t row = 0; row < rows; row++) {
+            float *s = P + row * BLOCK;
+            p->kernels.logits_row(rows, s, 0, row, p->scale, 0.0f, NULL); /* j < i */
+            p->kernels.exp_row(rows, s, lse[i0 + row]);
         }
-        if (!normalised)
-            m = 0.0f;
-        float Z = 0.0f;
-        for (int64_t j = 0; j < count; j++)
-            Z += (row[j] = expf(row[j] - m));
-        for (int64_t j = 0; j < count && normalised; j++)
-            row[j] /= Z;
-        const float beta = p->beta ? p->beta[i * p->HV + hv] : 1.0f;
-        float *du_i = job->g->dv + (i * p->HV + hv) * V;
-        for (int64_t c = 0; c < V; c++)
-            r[c] = 0.0f;
-        for (int64_t j = 0; j < count; j++) {
-            const float *u_j = job->u + ((start + j) * p->HV + hv) * V;
-            float *du_j = job->g->dv + ((start + j) * p->HV + hv) * V;
-            drow[j] = -beta * dot_f32(V, du_i, u_j);
-            for (int64_t c = 0; c < V; c++) {
-                r[c] += row[j] * u_j[c];
-                du_j[c] -= beta * row[j] * du_i[c];
-            }
-        }
-        if (job->g->dbeta) {
-            float dbeta = 0.0f;
+        for (int64_t row = rows - 1; row >= 0; row--) {
+            const int64_t i = i0 + row;
+            const float beta = p->beta ? p->beta[i * p->HV + hv] : 1.0f;
+            const float *du_i = du + (i * p->HV + hv) * V;
+            float *dr = dR + row * V;
             for (int64_t c = 0; c < V; c++)
-                dbeta -= du_i[c] * r[c];
-            job->g->dbeta[i * p->HV + hv] = dbeta;
-        }
-        /* the scores' adjoint, in place of drow */
-        if (normalised) {
-            int64_t J = 0;
-            for (int64_t j = 1; j < count; j++)
-                if (row[j] > row[J])
-                    J = j;
-            float S = 0.0f;
-            for (int64_t j = 0; j < count; j++)
-                if (j != J)
-                    S += row[j] * (drow[j] - drow[J]);
-            const float dJ = drow[J];
-            for (int64_t j = 0; j < count; j++)
-                drow[j] = j == J ? -row[J] * S : row[j] * ((drow[j] - dJ) - S);
-        } else
-            for (int64_t j = 0; j < count; j++)
-                drow[j] *= row[j];
-        float *dx = dX + (i * p->HV + hv) * K;
-        for (int64_t j = 0; j < count; j++) {
-            const float *k = p->k + ((start + j) * p->H + h) * K;
-            float *dk = job->g->dk + ((start + j) * p->HV + hv) * K;
-            for (int64_t c = 0; c < K; c++) {
-                dx[c] += drow[j] * k[c];
-                dk[c] += drow[j] * x[c];
+                dr[c] = -beta * du_i[c];
+            if (job->g->dbeta)
+                job->g->dbeta[i * p->HV + hv] = -dot_f32(V, du_i, job->r + (i * p->HV + hv) * V);
+            for (int64_t col = 0; col < row; col++) {
+                const float weight = P[row * BLOCK + col];
+                float *du_j = du + ((i0 + col) * p->HV + hv) * V;
+                for (int64_t c = 0; c < V; c++)
+                    du_j[c] += weight * dr[c];
             }
+        }
+        /* the key blocks b <= a */
+        for (int64_t b = a; b >= 0; b--) {
+            const int64_t j0 = start + b * BLOCK, nk = b == a ? rows : BLOCK;
+            const float *Kb = p->k + (j0 * p->H + h) * K, *Ub = job->u + (j0 * p->HV + hv) * V;
+            gemm->sgemm_general(rows, nk, K, Xa, ldq, Kb, ldq, P, BLOCK, 0.0f, LACS_GEMM_B_TRANSPOSED);
+            gemm->sgemm_general(rows, nk, V, dR, V, Ub, ldv, dB, BLOCK, 0.0f, LACS_GEMM_B_TRANSPOSED);
+            memset(col_sum, 0, BLOCK * sizeof(float));
+            for (int64_t row = 0; row < rows; row++) {
+                const int64_t i = i0 + row;
+                float *s = P + row * BLOCK, p_max;
+                p->kernels.logits_row(nk, s, 0, i - j0 < nk ? i - j0 : nk, p->scale, 0.0f, NULL);
+                p->kernels.exp_row(nk, s, lse[i]);
+                const float D = normalised ? dot_f32(V, dR + row * V, job->r + (i * p->HV + hv) * V) : 0.0f;
+                p->kernels.adjoint_row(nk, s, dB + row * BLOCK, D, col_sum, &p_max);
+            }
+            if (b < a)
+                gemm->sgemm_general(nk, V, rows, P, BLOCK, dR, V, du + (j0 * p->HV + hv) * V, ldv, 1.0f,
+                                    LACS_GEMM_A_TRANSPOSED);
+            gemm->sgemm_general(rows, K, nk, dB, BLOCK, Kb, ldq, dX + (i0 * p->HV + hv) * K, ldg, 1.0f, 0);
+            gemm->sgemm_general(nk, K, rows, dB, BLOCK, Xa, ldq, job->g->dk + (j0 * p->HV + hv) * K, ldg, 1.0f,
+                                LACS_GEMM_A_TRANSPOSED);
         }
     }
-    if (length > 0 && job->g->dbeta) /* the first token's B row is empty: dbeta = -du . 0 */
-        job->g->dbeta[start * p->HV + hv] = 0.0f;
 }
 
 static int deltaformer_vjp(const lacs_cpu_call *c)
@@ -529,19 +525,21 @@ static int deltaformer_vjp(const lacs_cpu_call *c)
         rc = lacs_cpu_error(LACS_ERR_PARAM, c->op, "unknown form %g (0 exp, 1 softmax, 2 fla)", form);
     const int normalised = form != LACS_DELTAFORMER_EXP;
     float *u = malloc((size_t)(p->tokens * p->HV * p->V + 1) * sizeof *u);
-    if (rc == LACS_OK && !u)
+    float *r = malloc((size_t)(p->tokens * p->HV * p->V + 1) * sizeof *r);
+    float *lse_b = malloc((size_t)(p->HV * p->tokens + 1) * sizeof *lse_b);
+    if (rc == LACS_OK && (!u || !r || !lse_b))
         rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for u");
     if (rc == LACS_OK)
         rc = make_grads(p, 0, p->beta != NULL, 0, &s.g);
     if (rc == LACS_OK)
-        rc = lacs_cpu_attention_deltaformer_forward(p, (int)form, u);
+        rc = lacs_cpu_attention_deltaformer_forward(p, (int)form, u, lse_b, r);
     if (rc == LACS_OK) {
         if (normalised)
             row_dots(p, s.dout, s.o, s.D); /* EXP: D = 0 (its weights are exp(l), no normalisation) */
         rc = flash_backward(p, u, s.dout, s.D, NULL, normalised, &s.g);
     }
     if (rc == LACS_OK) {
-        first_stage_vjp_job job = {p, u, (int)form, &s.g, NULL, 2 * p->T + p->V + 16};
+        first_stage_vjp_job job = {p, u, lse_b, r, (int)form, &s.g, NULL, 2 * BLOCK * BLOCK + BLOCK * p->V + BLOCK};
         job.work = malloc((size_t)(job.per_thread * p->threads) * sizeof(float));
         if (!job.work)
             rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the workspaces");
@@ -557,6 +555,8 @@ static int deltaformer_vjp(const lacs_cpu_call *c)
             write_as_is(s.g.dbeta, p->tokens * p->HV, lacs_cpu_output(c, "dbeta"));
     }
     free(u);
+    free(r);
+    free(lse_b);
     free_state(&s);
     return rc;
 }

@@ -78,10 +78,12 @@ void lacs_cpu_attention_free_gates(gates *g);
 
 /* The forward passes, on a loaded problem, into `dest` (and p->lse when set):
  * causal attention of q over k with `values` (softmax, or DeltaFormer's EXP
- * form when !normalised); DeltaFormer's two stages (u [tokens, HV, V] kept);
+ * form when !normalised); DeltaFormer's two stages (u [tokens, HV, V] kept,
+ * and where asked the first stage's row log-sum-exps lse_b [HV][tokens] and
+ * r_i = sum_{j<i} B_ij u_j [tokens, HV, V]);
  * PaTH (p->o). */
 int lacs_cpu_attention_attend(const problem *p, const float *values, const gates *gate, int normalised, float *dest);
-int lacs_cpu_attention_deltaformer_forward(const problem *p, int form, float *u);
+int lacs_cpu_attention_deltaformer_forward(const problem *p, int form, float *u, float *lse_b, float *r);
 int lacs_cpu_attention_path_forward(const problem *p);
 /* PaTH's beta >= 0 (as the reference's matrix form, which absorbs beta as sqrt(beta) w). */
 int lacs_cpu_attention_path_check_beta(const problem *p);
