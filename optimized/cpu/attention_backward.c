@@ -15,13 +15,14 @@
  *     Q_a K_b^T, dP = dO_a V_b^T, dS = P (.) (dP - D), and dV_b += P^T dO_a,
  *     dK_b += dS^T Q_a, dQ_a += dS K_b: five GEMMs per pair of blocks, no
  *     T x T matrix anywhere;
- *   - the softmax's adjoint without cancellation (SPEC 4.19): each row's
- *     largest weight J_i found while the weights are recomputed, and its
- *     dl_iJ replaced by minus the sum of the row's others afterwards (a
- *     correction of dq_i, dk_J and the gate, O(T d));
+ *   - the softmax's adjoint without cancellation (SPEC 4.19): a row's weight
+ *     above 1/2, found while the weights are recomputed, has its dl_iJ
+ *     replaced by minus the sum of the row's others afterwards (a correction
+ *     of dq_i, dk_J and the gate, O(T d));
  *   - softmax_attn_vjp and fox_vjp;
  *   - deltaformer_vjp: the second stage by the backward above with values u,
- *     then the first stage's adjoint row by row from the last token;
+ *     then the first stage's adjoint, strictly causal attention with output
+ *     r_i = sum_{j<i} B_ij u_j, by query blocks from the last;
  *   - path_attn_vjp: the blocked forward (attention.c) for o and lse, then
  *     H12's adjoint key by key (the recurrence on one vector per key, SPEC
  *     4.19), O(T^2 K) per head.
@@ -130,7 +131,7 @@ static void write_gate_grads(const problem *p, const gates *gate, const float *d
     for (int64_t hv = 0; hv < p->HV; hv++) {
         const float *db = dbias + hv * p->tokens;
         const int64_t *first = gate->first_visible + hv * p->tokens;
-        double gamma_sum = 0.0;
+        float gamma_sum = 0.0f;
         for (int64_t n = 0; n < p->n_seqs; n++) {
             int64_t start;
             const int64_t length = lacs_cpu_sequences(p->call, p->T, n, &start);
@@ -149,7 +150,7 @@ static void write_gate_grads(const problem *p, const gates *gate, const float *d
             }
         }
         if (out_gamma)
-            out_gamma[hv] = (float)gamma_sum;
+            out_gamma[hv] = gamma_sum;
     }
 }
 
