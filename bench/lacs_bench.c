@@ -84,7 +84,8 @@
 
 static const char *const bench_ops[] = {"delta_rule", "gated_delta_rule", "softmax_attn", "fox",       "path_attn",
                                         "dyt",        "dyt_vjp",          "dyisru",       "dyisru_vjp", "rmsnorm",
-                                        "rmsnorm_vjp", "softcap",         "softcap_vjp", "gated_delta_rule_vjp"};
+                                        "rmsnorm_vjp", "softcap",         "softcap_vjp", "gated_delta_rule_vjp",
+                                        "softmax_attn_vjp", "fox_vjp"};
 #define N_BENCH_OPS ((int)(sizeof bench_ops / sizeof bench_ops[0]))
 
 #define MAX_ISAS 2
@@ -108,7 +109,7 @@ static void print_usage(FILE *f)
             "  --quick   small shapes (T=256, H=4, 4 MiB norms, sgemm 512): the CI run, < 60 s\n"
             "  --op      delta_rule, gated_delta_rule (with its decode lines), softmax_attn, fox, path_attn,\n"
             "            dyt, dyt_vjp, dyisru, dyisru_vjp, rmsnorm, rmsnorm_vjp, softcap, softcap_vjp,\n"
-            "            gated_delta_rule_vjp (the GDN backward, issue 20)\n"
+            "            gated_delta_rule_vjp (the GDN backward, issue 20), softmax_attn_vjp, fox_vjp\n"
             "            (repeatable or comma-separated; default: all)\n"
             "  --tier    fp32 or bf16 (default: both)\n"
             "  --isa     the instruction sets to measure (default: LACS_ISA if set, else every one of\n"
@@ -269,7 +270,8 @@ static op_family family_of(const char *op)
 {
     if (strcmp(op, "delta_rule") == 0 || strcmp(op, "gated_delta_rule") == 0)
         return FAMILY_RECURRENT;
-    if (strcmp(op, "softmax_attn") == 0 || strcmp(op, "fox") == 0 || strcmp(op, "path_attn") == 0)
+    if (strcmp(op, "softmax_attn") == 0 || strcmp(op, "fox") == 0 || strcmp(op, "path_attn") == 0 ||
+        strcmp(op, "softmax_attn_vjp") == 0 || strcmp(op, "fox_vjp") == 0)
         return FAMILY_ATTENTION;
     if (strcmp(op, "gated_delta_rule_vjp") == 0)
         return FAMILY_BACKWARD;
@@ -358,7 +360,10 @@ static reference_growth config_growth(const bench_config *c)
  *   for causal): the logits q_i . k_j (K) and the weighted sum of the values
  *   (V) over half the T^2 pairs, 2 flops per multiply-add: T^2 (K + V) per
  *   head. PaTH's extra work for its transitions is the algorithm's, stated
- *   beside it (algorithm_gflops). */
+ *   beside it (algorithm_gflops). The gradients (softmax_attn_vjp, fox_vjp):
+ *   2.5 times the forward's, FlashAttention's convention (its
+ *   benchmark_flash_attention.py: the backward's five products against the
+ *   forward's two), whatever the algorithm recomputes. */
 static double config_flops(const bench_config *c)
 {
     const double heads = (double)(c->HV * c->B), T = (double)c->T, K = (double)c->K, V = (double)c->V;
@@ -366,7 +371,7 @@ static double config_flops(const bench_config *c)
     case FAMILY_RECURRENT:
         return T * heads * 6 * K * V; /* delta_rule, gated_delta_rule: both erase */
     case FAMILY_ATTENTION:
-        return T * T * (K + V) * heads;
+        return T * T * (K + V) * heads * (strstr(c->op, "_vjp") ? 2.5 : 1.0); /* a backward: 2.5 x (FlashAttention) */
     case FAMILY_BACKWARD:
         return T * heads * 18 * K * V; /* 3 x the forward's 6 K V (issue 20) */
     case FAMILY_NORM:
@@ -544,8 +549,10 @@ static int build_problem(const bench_config *c, int64_t T, tensor_set *s)
             rc |= add_input(s, "g", bf16, 3, gate_shape, DRAW_LOG_DECAY, 0);
         if (backward) /* the cotangent of o */
             rc |= add_input(s, "do", bf16, 4, v_shape, DRAW_NORMAL, 0);
-        if (strcmp(c->op, "fox") == 0)
+        if (strcmp(c->op, "fox") == 0 || strcmp(c->op, "fox_vjp") == 0)
             rc |= add_input(s, "g", bf16, 3, gate_shape, DRAW_LOG_FORGET, 0);
+        if (attention && strstr(c->op, "_vjp")) /* the cotangent of o */
+            rc |= add_input(s, "do", bf16, 4, v_shape, DRAW_NORMAL, 0);
         if (c->mode == MODE_DECODE)
             rc |= add_input(s, "h0", bf16, 4, state_shape, DRAW_SMALL, 0);
     }

@@ -32,44 +32,13 @@
 #include <string.h>
 
 #include "../../reference/validate.h"
-#include "attention_kernels.h"
-#include "cpu.h"
+#include "attention_blocks.h"
 
-/* Tokens per block, for queries, keys and PaTH's transitions alike. 128
- * rather than 64: the per-row work of the softmax step and PaTH's transport
- * per block (K^2 per query) are spread over twice the keys, and a block of
- * logits (128 x 128 fp32, 64 KiB) and the tiles it reads still stay in L2;
- * measured at T = 4096, K = V = 64 (64: +15 % time, 256: no gain for softmax,
- * +20 % for PaTH). */
-#define BLOCK 128
 
 /* ---- the problem ---- */
 
-typedef struct {
-    lacs_cpu_logits_row_fn logits_row;
-    lacs_cpu_exp_row_fn exp_row;
-} row_kernels;
 
-typedef struct {
-    const lacs_cpu_call *call;
-    int64_t B, T, H, HV, K, V;
-    int64_t group;    /* HV / H: value head hv reads q/k/w head hv / group (SPEC 2.2) */
-    int64_t tokens;   /* B * T, the flattened token axis */
-    int64_t n_seqs;   /* B, or N with cu_seqlens */
-    int threads;      /* c->threads, at most the largest number of items of a parallel loop */
-    float scale;
-    /* inputs as fp32, in their own layouts (q, k, w [tokens, H, K]; v [tokens, HV, V]; beta, g [tokens, HV]) */
-    const float *q, *k, *v, *w, *beta, *g, *g_gamma;
-    float *owned[7];  /* the fp32 copies made for BF16 inputs */
-    float *o;         /* [tokens, HV, V] */
-    /* blocks: sequence n has blocks block_base[n] .. block_base[n + 1] - 1 */
-    int64_t *block_base;
-    int64_t n_blocks;
-    row_kernels kernels;
-    const lacs_cpu_gemm *gemm;
-} problem;
-
-static const float *input_f32(const lacs_cpu_call *c, const char *name, float **owned, int *oom)
+const float *lacs_cpu_attention_input(const lacs_cpu_call *c, const char *name, float **owned, int *oom)
 {
     const lacs_tensor *t = lacs_cpu_input(c, name);
     if (!t)
@@ -80,7 +49,7 @@ static const float *input_f32(const lacs_cpu_call *c, const char *name, float **
     return *owned;
 }
 
-static void free_problem(problem *p)
+void lacs_cpu_attention_free(problem *p)
 {
     for (int i = 0; i < 7; i++)
         free(p->owned[i]);
@@ -111,23 +80,38 @@ static float exp_row_scalar(int64_t n, float *x, float max)
     return sum;
 }
 
+static float adjoint_row_scalar(int64_t n, const float *p, float *dp, float D, float *col_sum, float *p_max)
+{
+    float sum = 0.0f, max = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        dp[j] = p[j] * (dp[j] - D);
+        col_sum[j] += dp[j];
+        sum += dp[j];
+        max = p[j] > max ? p[j] : max;
+    }
+    *p_max = max;
+    return sum;
+}
+
 static row_kernels kernels_for(lacs_cpu_isa isa)
 {
     switch (isa) {
     case LACS_ISA_AVX512:
-        return (row_kernels){lacs_cpu_attention_logits_row_avx512, lacs_cpu_attention_exp_row_avx512};
+        return (row_kernels){lacs_cpu_attention_logits_row_avx512, lacs_cpu_attention_exp_row_avx512,
+                             lacs_cpu_attention_adjoint_row_avx512};
     case LACS_ISA_AVX2:
-        return (row_kernels){lacs_cpu_attention_logits_row_avx2, lacs_cpu_attention_exp_row_avx2};
+        return (row_kernels){lacs_cpu_attention_logits_row_avx2, lacs_cpu_attention_exp_row_avx2,
+                             lacs_cpu_attention_adjoint_row_avx2};
     case LACS_ISA_SCALAR:
         break;
     }
-    return (row_kernels){logits_row_scalar, exp_row_scalar};
+    return (row_kernels){logits_row_scalar, exp_row_scalar, adjoint_row_scalar};
 }
 
 /* Sizes, checks the dispatcher leaves to the family (H >= 1, HV % H, the
  * cu_seqlens table, a finite scale: lacs_internal_validate, the reference's
  * one implementation), inputs as fp32 and the block table. */
-static int load_problem(const lacs_cpu_call *c, unsigned required, unsigned optional, problem *p)
+int lacs_cpu_attention_load(const lacs_cpu_call *c, unsigned required, unsigned optional, problem *p)
 {
     memset(p, 0, sizeof *p);
     p->call = c;
@@ -160,21 +144,21 @@ static int load_problem(const lacs_cpu_call *c, unsigned required, unsigned opti
     p->kernels = kernels_for(c->isa);
     p->gemm = c->gemm;
     const lacs_tensor *o = lacs_cpu_output(c, "o");
-    if (!o)
+    if (!o && c->info->family != LACS_FAMILY_VJP)
         return lacs_cpu_error(LACS_ERR_INPUT, c->op, "output 'o' is required");
-    p->o = o->data;
+    p->o = o ? o->data : NULL;
 
     int oom = 0;
-    p->q = input_f32(c, "q", &p->owned[0], &oom);
-    p->k = input_f32(c, "k", &p->owned[1], &oom);
-    p->v = input_f32(c, "v", &p->owned[2], &oom);
-    p->w = input_f32(c, "w", &p->owned[3], &oom);
-    p->beta = input_f32(c, "beta", &p->owned[4], &oom);
-    p->g = input_f32(c, "g", &p->owned[5], &oom);
-    p->g_gamma = input_f32(c, "g_gamma", &p->owned[6], &oom);
+    p->q = lacs_cpu_attention_input(c, "q", &p->owned[0], &oom);
+    p->k = lacs_cpu_attention_input(c, "k", &p->owned[1], &oom);
+    p->v = lacs_cpu_attention_input(c, "v", &p->owned[2], &oom);
+    p->w = lacs_cpu_attention_input(c, "w", &p->owned[3], &oom);
+    p->beta = lacs_cpu_attention_input(c, "beta", &p->owned[4], &oom);
+    p->g = lacs_cpu_attention_input(c, "g", &p->owned[5], &oom);
+    p->g_gamma = lacs_cpu_attention_input(c, "g_gamma", &p->owned[6], &oom);
     p->block_base = malloc((size_t)(p->n_seqs + 1) * sizeof *p->block_base);
     if (oom || !p->block_base) {
-        free_problem(p);
+        lacs_cpu_attention_free(p);
         return lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the inputs as fp32");
     }
     p->block_base[0] = 0;
@@ -352,26 +336,8 @@ static int make_value_tiles(const problem *p, const float *values, int64_t first
 
 /* ---- log gates (H10, PaTH-FoX) ---- */
 
-/* Per value head and token (layout [HV][tokens]):
- *   bias[t]          G_t, the prefix sum of the log gate since the sequence's
- *                    start or since the last hard reset (the token itself
- *                    included), times `factor` (1 for FoX, where the gate is
- *                    added after the scale; scale for PaTH, before it);
- *   first_visible[t] that reset's token (else the sequence's start): key j is
- *                    visible from query i iff first_visible[i] <= j <= i.
- * Then log Gamma_ij = sum_{tau=j+1..i} g_tau = G_i - G_j for every visible
- * pair, and g_tau = -inf (SPEC 4.10: a hard reset, every earlier key weighted
- * 0) never enters a difference, which -inf - (-inf) would make NaN. ALiBi's
- * constant slope gives G_t = (t - start) g_gamma as one product (the
- * reference's matrix form), g_gamma = -inf a reset at every token. g_0 never
- * enters a difference (tau >= j + 1), so G_start = 0. fp32 sums over the
- * whole sequence, as SPEC 11.1 permits for the attention forms. */
-typedef struct {
-    float *bias;
-    int64_t *first_visible;
-} gates;
 
-static int make_gates(const problem *p, float factor, gates *out)
+int lacs_cpu_attention_gates(const problem *p, float factor, gates *out)
 {
     out->bias = malloc((size_t)(p->HV * p->tokens + 1) * sizeof *out->bias);
     out->first_visible = malloc((size_t)(p->HV * p->tokens + 1) * sizeof *out->first_visible);
@@ -403,7 +369,7 @@ static int make_gates(const problem *p, float factor, gates *out)
     return LACS_OK;
 }
 
-static void free_gates(gates *g)
+void lacs_cpu_attention_free_gates(gates *g)
 {
     free(g->bias);
     free(g->first_visible);
@@ -481,10 +447,13 @@ static void softmax_step(const problem *p, const logit_rule *rule, int64_t seq_s
     }
 }
 
-/* o_i = N_i / Z_i (or N_i for the EXP form) into the output rows i0 .. i0 + rows - 1 of value head hv. */
+/* o_i = N_i / Z_i (or N_i for the EXP form) into the output rows i0 .. i0 + rows - 1 of value head hv, and
+ * where asked (p->lse) each row's log-sum-exp m_i + log Z_i (0 for the EXP form: its weights are exp(l)). */
 static void write_rows(const problem *p, const running_softmax *r, int normalised, int64_t i0, int64_t rows,
                        int64_t hv, float *dest)
 {
+    for (int64_t row = 0; row < rows && p->lse; row++)
+        p->lse[hv * p->tokens + i0 + row] = normalised ? r->max[row] + logf(r->sum[row]) : 0.0f;
     for (int64_t row = 0; row < rows; row++) {
         float *o = dest + ((i0 + row) * p->HV + hv) * p->V;
         const float *out = r->out + row * p->V;
@@ -574,7 +543,7 @@ static void attend_task(void *context, int64_t item_index, int thread)
 /* Causal attention (softmax, or DeltaFormer's EXP form) of q over k with
  * `values`, a pass of q/k heads at a time: their key tiles, then every query
  * block of their value heads. */
-static int attend_all(const problem *p, const float *values, const gates *gate, int normalised, float *dest)
+int lacs_cpu_attention_attend(const problem *p, const float *values, const gates *gate, int normalised, float *dest)
 {
     workspaces ws = {NULL, 0};
     const int64_t pass = heads_per_pass(p, p->H);
@@ -600,21 +569,21 @@ static int attend_all(const problem *p, const float *values, const gates *gate, 
 static int softmax_or_fox(const lacs_cpu_call *c, int fox)
 {
     problem p;
-    int rc = load_problem(c, 0, fox ? LACS_READS_G | LACS_READS_G_GAMMA : 0, &p);
+    int rc = lacs_cpu_attention_load(c, 0, fox ? LACS_READS_G | LACS_READS_G_GAMMA : 0, &p);
     if (rc != LACS_OK)
         return rc;
     if (fox && (rc = lacs_internal_check_exactly_one(c->op, p.g, "'g' (FoX's log forget gate)", p.g_gamma,
                                                       "'g_gamma' (ALiBi's constant log decay)")) != LACS_OK) {
-        free_problem(&p);
+        lacs_cpu_attention_free(&p);
         return rc;
     }
     gates gate = {NULL, NULL};
     if (fox)
-        rc = make_gates(&p, 1.0f, &gate); /* H10: the gate after the scale */
+        rc = lacs_cpu_attention_gates(&p, 1.0f, &gate); /* H10: the gate after the scale */
     if (rc == LACS_OK)
-        rc = attend_all(&p, p.v, fox ? &gate : NULL, 1, p.o);
-    free_gates(&gate);
-    free_problem(&p);
+        rc = lacs_cpu_attention_attend(&p, p.v, fox ? &gate : NULL, 1, p.o);
+    lacs_cpu_attention_free_gates(&gate);
+    lacs_cpu_attention_free(&p);
     return rc;
 }
 
@@ -638,6 +607,8 @@ typedef struct {
     float *u;       /* [tokens, HV, V] */
     const workspaces *ws;
     int normalised;
+    float *lse_b, *r; /* or NULL: each row's log-sum-exp of B ([HV][tokens]; 0 for EXP and for a row with no
+                         key) and r_i = sum_{j<i} B_ij u_j ([tokens, HV, V]), for the backward */
 } first_stage_job;
 
 static void first_stage_task(void *context, int64_t item, int thread)
@@ -677,6 +648,12 @@ static void first_stage_task(void *context, int64_t item, int thread)
             }
             const float beta = p->beta ? p->beta[i * p->HV + hv] : 1.0f;
             const float coef = !job->normalised ? beta : r.sum[row] > 0.0f ? beta / r.sum[row] : 0.0f;
+            if (job->lse_b)
+                job->lse_b[hv * p->tokens + i] =
+                    job->normalised && r.sum[row] > 0.0f ? r.max[row] + logf(r.sum[row]) : 0.0f;
+            for (int64_t c = 0; job->r && c < p->V; c++)
+                job->r[(i * p->HV + hv) * p->V + c] =
+                    !job->normalised ? acc[c] : r.sum[row] > 0.0f ? acc[c] / r.sum[row] : 0.0f;
             const float *v_i = p->v + (i * p->HV + hv) * p->V;
             float *u_i = job->u + (i * p->HV + hv) * p->V;
             for (int64_t c = 0; c < p->V; c++)
@@ -685,41 +662,53 @@ static void first_stage_task(void *context, int64_t item, int thread)
     }
 }
 
-static int deltaformer(const lacs_cpu_call *c)
+/* Both stages into u and p->o (and p->lse, the second stage's). */
+int lacs_cpu_attention_deltaformer_forward(const problem *pp, int form, float *u, float *lse_b, float *r)
 {
-    problem p;
-    int rc = load_problem(c, 0, LACS_READS_BETA, &p);
-    if (rc != LACS_OK)
-        return rc;
-    const double form = lacs_cpu_param(c, "form", LACS_DELTAFORMER_SOFTMAX);
-    if (form != LACS_DELTAFORMER_EXP && form != LACS_DELTAFORMER_SOFTMAX && form != LACS_DELTAFORMER_FLA) {
-        free_problem(&p);
-        return lacs_cpu_error(LACS_ERR_PARAM, c->op, "unknown form %g (0 exp, 1 softmax, 2 fla)", form);
-    }
+    const problem p = *pp;
+    const lacs_cpu_call *c = p.call;
+    int rc = LACS_OK;
     const int normalised = form != LACS_DELTAFORMER_EXP;
     const int64_t pass = heads_per_pass(&p, p.H);
     float *tiles = malloc(((size_t)(pass * p.n_blocks) * key_tile_size(&p) + 1) * sizeof *tiles);
-    float *u = malloc((size_t)(p.tokens * p.HV * p.V + 1) * sizeof *u);
     workspaces ws = {NULL, 0};
-    if (!tiles || !u)
-        rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the key tiles and u");
+    if (!tiles)
+        rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the key tiles");
     if (rc == LACS_OK)
         rc = make_workspaces(&p, 0, &ws);
     /* the first stage, a pass of q/k heads at a time (their key tiles); the sequences and value heads in parallel */
     for (int64_t h = 0; h < p.H && rc == LACS_OK; h += pass) {
         const int64_t heads = p.H - h < pass ? p.H - h : pass;
         rc = make_key_tiles(&p, h, heads, tiles);
-        first_stage_job job = {&p, tiles, h, heads, form == LACS_DELTAFORMER_FLA ? p.q : p.k, u, &ws, normalised};
+        first_stage_job job = {&p, tiles, h, heads, form == LACS_DELTAFORMER_FLA ? p.q : p.k, u, &ws, normalised,
+                               lse_b, r};
         if (rc == LACS_OK)
             lacs_cpu_parallel_for(p.threads, p.n_seqs * heads * p.group, first_stage_task, &job);
     }
     /* the second stage: o_i = sum_{j<=i} A_ij u_j, A the causal softmax (or exp) of s q_i.k_j */
     if (rc == LACS_OK)
-        rc = attend_all(&p, u, NULL, normalised, p.o);
+        rc = lacs_cpu_attention_attend(&p, u, NULL, normalised, p.o);
     free(ws.memory);
     free(tiles);
+    return rc;
+}
+
+static int deltaformer(const lacs_cpu_call *c)
+{
+    problem p;
+    int rc = lacs_cpu_attention_load(c, 0, LACS_READS_BETA, &p);
+    if (rc != LACS_OK)
+        return rc;
+    const double form = lacs_cpu_param(c, "form", LACS_DELTAFORMER_SOFTMAX);
+    if (form != LACS_DELTAFORMER_EXP && form != LACS_DELTAFORMER_SOFTMAX && form != LACS_DELTAFORMER_FLA) {
+        lacs_cpu_attention_free(&p);
+        return lacs_cpu_error(LACS_ERR_PARAM, c->op, "unknown form %g (0 exp, 1 softmax, 2 fla)", form);
+    }
+    float *u = malloc((size_t)(p.tokens * p.HV * p.V + 1) * sizeof *u);
+    rc = u ? lacs_cpu_attention_deltaformer_forward(&p, (int)form, u, NULL, NULL)
+           : lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for u");
     free(u);
-    free_problem(&p);
+    lacs_cpu_attention_free(&p);
     return rc;
 }
 
@@ -924,19 +913,22 @@ static void path_query_task(void *context, int64_t item_index, int thread)
     write_rows(p, &r, 1, i0, rows, hv, p->o);
 }
 
-static int path_attn(const lacs_cpu_call *c)
+/* beta >= 0 (PaTH's forward and VJP). */
+int lacs_cpu_attention_path_check_beta(const problem *p)
 {
-    problem p;
-    int rc = load_problem(c, LACS_READS_W | LACS_READS_BETA, LACS_READS_G, &p);
-    if (rc != LACS_OK)
-        return rc;
-    for (int64_t i = 0; i < p.tokens * p.HV; i++)
-        if (!(p.beta[i] >= 0.0f)) {
-            free_problem(&p);
-            return lacs_cpu_error(LACS_ERR_PARAM, c->op, "beta[%lld] = %g must be >= 0: as the reference's "
-                                                         "matrix form, which absorbs beta as sqrt(beta) w",
-                                  (long long)i, (double)p.beta[i]);
-        }
+    for (int64_t i = 0; i < p->tokens * p->HV; i++)
+        if (!(p->beta[i] >= 0.0f))
+            return lacs_cpu_error(LACS_ERR_PARAM, p->call->op, "beta[%lld] = %g must be >= 0: as the reference's "
+                                                               "matrix form, which absorbs beta as sqrt(beta) w",
+                                  (long long)i, (double)p->beta[i]);
+    return LACS_OK;
+}
+
+int lacs_cpu_attention_path_forward(const problem *pp)
+{
+    const problem p = *pp;
+    const lacs_cpu_call *c = p.call;
+    int rc = LACS_OK;
     gates gate = {NULL, NULL};
     /* a pass of value heads at a time (beta, hence the transitions, are per value head) */
     const int64_t pass = heads_per_pass(&p, p.HV), blocks = pass * p.n_blocks;
@@ -954,7 +946,7 @@ static int path_attn(const lacs_cpu_call *c)
         !pb.value_tiles)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the blocks' transitions");
     if (rc == LACS_OK && p.g)
-        rc = make_gates(&p, p.scale, &gate);
+        rc = lacs_cpu_attention_gates(&p, p.scale, &gate);
     /* extra: the solve's X [BLOCK x (K + BLOCK)], or a query block's Y and next Y [BLOCK x K] */
     if (rc == LACS_OK)
         rc = make_workspaces(&p, BLOCK * (p.K + BLOCK) + 2 * round16(BLOCK * p.K), &ws);
@@ -975,8 +967,19 @@ static int path_attn(const lacs_cpu_call *c)
     free(pb.tilde_packed);
     free(pb.transport_packed);
     free(pb.value_tiles);
-    free_gates(&gate);
-    free_problem(&p);
+    lacs_cpu_attention_free_gates(&gate);
+    return rc;
+}
+
+static int path_attn(const lacs_cpu_call *c)
+{
+    problem p;
+    int rc = lacs_cpu_attention_load(c, LACS_READS_W | LACS_READS_BETA, LACS_READS_G, &p);
+    if (rc != LACS_OK)
+        return rc;
+    if ((rc = lacs_cpu_attention_path_check_beta(&p)) == LACS_OK)
+        rc = lacs_cpu_attention_path_forward(&p);
+    lacs_cpu_attention_free(&p);
     return rc;
 }
 

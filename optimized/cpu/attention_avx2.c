@@ -7,4 +7,5 @@
 
 #define ATTENTION_LOGITS_ROW lacs_cpu_attention_logits_row_avx2
 #define ATTENTION_EXP_ROW lacs_cpu_attention_exp_row_avx2
+#define ATTENTION_ADJOINT_ROW lacs_cpu_attention_adjoint_row_avx2
 #include "attention_rows.h"

@@ -11,6 +11,11 @@
  *      returns the row's largest logit (H1's m_i, the max subtracted);
  *   2. exp_row: p_ij = exp(l_ij - m) with m the running maximum; returns
  *      sum_j p_ij (the softmax's denominator for this block).
+ * The backward (attention_backward.c) recomputes a row's weights by the same
+ * two with m = the row's log-sum-exp, then
+ *   3. adjoint_row: ds_ij = p_ij (dp_ij - D_i), the softmax's adjoint in
+ *      FlashAttention-2's form, with the column sums of ds and the row's
+ *      largest weight.
  */
 #ifndef LACS_CPU_ATTENTION_KERNELS_H
 #define LACS_CPU_ATTENTION_KERNELS_H
@@ -26,12 +31,20 @@ typedef float (*lacs_cpu_logits_row_fn)(int64_t n, float *x, int64_t lo, int64_t
  * sum of the new x[j]. exp is accurate to a few ulp, subnormal results included. */
 typedef float (*lacs_cpu_exp_row_fn)(int64_t n, float *x, float max);
 
+/* dp[j] = p[j] (dp[j] - D) and col_sum[j] += dp[j] for j < n; *p_max = the largest p[j] (0 when n = 0);
+ * returns the sum of the new dp[j]. */
+typedef float (*lacs_cpu_adjoint_row_fn)(int64_t n, const float *p, float *dp, float D, float *col_sum,
+                                         float *p_max);
+
 float lacs_cpu_attention_logits_row_avx2(int64_t n, float *x, int64_t lo, int64_t hi, float scale, float row_bias,
                                           const float *col_bias);
 float lacs_cpu_attention_exp_row_avx2(int64_t n, float *x, float max);
+float lacs_cpu_attention_adjoint_row_avx2(int64_t n, const float *p, float *dp, float D, float *col_sum, float *p_max);
 
 float lacs_cpu_attention_logits_row_avx512(int64_t n, float *x, int64_t lo, int64_t hi, float scale,
                                             float row_bias, const float *col_bias);
 float lacs_cpu_attention_exp_row_avx512(int64_t n, float *x, float max);
+float lacs_cpu_attention_adjoint_row_avx512(int64_t n, const float *p, float *dp, float D, float *col_sum,
+                                            float *p_max);
 
 #endif

@@ -1,8 +1,8 @@
 /* builtin:cpu attention: the two row kernels of the blocked online softmax
  * (attention_kernels.h), written once over a primitive layer (simd_avx512.h
  * or simd_avx2.h, with simd_math.h's exp, which the including file,
- * attention_<isa>.c, includes first), named ATTENTION_LOGITS_ROW and
- * ATTENTION_EXP_ROW. A column past n is neither read nor written; exp is
+ * attention_<isa>.c, includes first), named ATTENTION_LOGITS_ROW,
+ * ATTENTION_EXP_ROW and ATTENTION_ADJOINT_ROW. A column past n is neither read nor written; exp is
  * Cephes' expf (simd_math.h): subnormal results and overflow to +inf as the
  * libm's, H1's exp(s_ij - m_i) within a few ulp, as SPEC.md 11.1 permits. */
 #include <math.h>
@@ -41,5 +41,22 @@ float ATTENTION_EXP_ROW(int64_t n, float *x, float max)
         v_store_first(x + j, p, count);
         sum_v = v_add(sum_v, v_zero_unless(vm_first(count), p));
     }
+    return v_reduce_add(sum_v);
+}
+
+float ATTENTION_ADJOINT_ROW(int64_t n, const float *p, float *dp, float D, float *col_sum, float *p_max)
+{
+    const vfloat D_v = v_set1(D);
+    vfloat sum_v = v_zero(), max_v = v_zero();
+    for (int64_t j = 0; j < n; j += SIMD_LANES) {
+        const int64_t count = n - j;
+        const vfloat p_j = v_load_first(p + j, count); /* 0 past n: those lanes add 0 */
+        const vfloat ds = v_mul(p_j, v_sub(v_load_first(dp + j, count), D_v));
+        v_store_first(dp + j, ds, count);
+        v_store_first(col_sum + j, v_add(v_load_first(col_sum + j, count), ds), count);
+        sum_v = v_add(sum_v, ds);
+        max_v = v_max(max_v, p_j);
+    }
+    *p_max = v_reduce_max(max_v);
     return v_reduce_add(sum_v);
 }

@@ -161,6 +161,10 @@ double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
 int lacs_cpu_recurrent(const lacs_cpu_call *c);  /* recurrent.c: linear_attn ... efla */
 int lacs_cpu_mesa_net(const lacs_cpu_call *c);   /* mesa.c */
 int lacs_cpu_attention(const lacs_cpu_call *c);  /* attention.c: softmax_attn, fox, deltaformer, path_attn */
+/* attention_backward.c: softmax_attn_vjp, fox_vjp, deltaformer_vjp, path_attn_vjp (the ops of which
+ * lacs_cpu_attention_vjp_implemented says 1) */
+int lacs_cpu_attention_vjp(const lacs_cpu_call *c);
+int lacs_cpu_attention_vjp_implemented(const char *op);
 int lacs_cpu_norm(const lacs_cpu_call *c);       /* norms.c: rmsnorm ... l2norm_vjp */
 
 #endif

@@ -465,10 +465,10 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
             rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params);
             return rc != LACS_OK ? rc : lacs_cpu_recurrent_backward(&c);
         }
-        /* the other gradients of the ops on sequences (SPEC.md 4.19): a SKIP, said so and declared
-         * (op_implemented), until builtin:cpu has them */
-        lacs_cpu_error(LACS_UNSUPPORTED, op, "builtin:cpu does not implement the gradients of the attention "
-                                             "forms yet (SPEC.md 4.19)");
+        if (lacs_cpu_attention_vjp_implemented(op)) /* the attention forms' (attention_backward.c) */
+            return lacs_cpu_attention_vjp(&c);
+        /* a VJP of neither (none in this spec's op table): a SKIP, said so and not declared (op_implemented) */
+        lacs_cpu_error(LACS_UNSUPPORTED, op, "builtin:cpu does not implement this gradient (SPEC.md 4.19)");
         return LACS_UNSUPPORTED;
     }
     return lacs_cpu_error(LACS_ERR_INPUT, op, "builtin:cpu has no implementation of this family");
@@ -477,7 +477,8 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
 /* One predicate for lacs_cpu_run's switch above and for the declaration below. */
 static int op_implemented(const lacs_op_info *info)
 {
-    return info->family != LACS_FAMILY_VJP || lacs_cpu_recurrent_backward_implements(info->name);
+    return info->family != LACS_FAMILY_VJP || lacs_cpu_recurrent_backward_implements(info->name) ||
+           lacs_cpu_attention_vjp_implemented(info->name);
 }
 
 static char declared_ops[2048];
