@@ -1,6 +1,7 @@
 /* The thread's last error, one line naming the op and the problem.
  * Compiled once (it does not depend on the reference's precision). */
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <stdio.h>
 
 #include "../core/error.h"
@@ -19,4 +20,19 @@ int lacs_internal_error(int code, const char *op, const char *fmt, ...)
     vsnprintf(last_error + used, sizeof last_error - (size_t)used, fmt, args);
     va_end(args);
     return code;
+}
+
+const char *lacs_internal_file_kind(unsigned int mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "something else";
 }

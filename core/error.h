@@ -10,4 +10,11 @@
 int lacs_internal_error(int code, const char *op, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* What a path that is not a regular file is ("a directory", "a FIFO", "a
+ * character device", "a block device", "a socket", else "something else"), in
+ * the words of an error message: the safetensors reader's refusals and the
+ * output files' (core/safetensors.c, core/output.c). mode is a struct stat's
+ * st_mode. */
+const char *lacs_internal_file_kind(unsigned int mode);
+
 #endif

@@ -96,21 +96,6 @@ static int output_error(const char *path, const char *fmt, const char *detail)
     return lacs_internal_error(LACS_ERR_IO, shown, fmt, detail);
 }
 
-static const char *file_kind(mode_t mode)
-{
-    if (S_ISDIR(mode))
-        return "a directory";
-    if (S_ISFIFO(mode))
-        return "a FIFO";
-    if (S_ISCHR(mode))
-        return "a character device";
-    if (S_ISBLK(mode))
-        return "a block device";
-    if (S_ISSOCK(mode))
-        return "a socket";
-    return "something else";
-}
-
 /* The directory part of path ("." when there is none), in dir[size]. */
 static void directory_of(const char *path, char *dir, size_t size)
 {
@@ -189,7 +174,7 @@ static int check_target(const char *path, const char *vectors_dir, unsigned flag
                                 "through a link");
         if (!S_ISREG(st.st_mode))
             return output_error(path, "is %s, not a regular file: lacs writes only to a new path or a regular file",
-                                file_kind(st.st_mode));
+                                lacs_internal_file_kind(st.st_mode));
         if (!(flags & LACS_OUTPUT_REPLACE))
             return output_error(path, "%s", "exists; it is replaced only when asked (overwrite, --force)");
     } else if (errno != ENOENT) {

@@ -871,22 +871,6 @@ int lacs_safetensors_parse(const uint8_t *bytes, size_t size, const char *label,
     return parse_owned(copy, size, label, f);
 }
 
-/* What a path that is not a regular file is, for the message. */
-static const char *special_file_kind(mode_t mode)
-{
-    if (S_ISDIR(mode))
-        return "a directory";
-    if (S_ISFIFO(mode))
-        return "a FIFO";
-    if (S_ISCHR(mode))
-        return "a character device";
-    if (S_ISBLK(mode))
-        return "a block device";
-    if (S_ISSOCK(mode))
-        return "a socket";
-    return "not a regular file";
-}
-
 int lacs_safetensors_read(const char *path, lacs_safetensors_file *f)
 {
     return lacs_safetensors_read_expecting(path, NULL, f);
@@ -915,7 +899,7 @@ int lacs_safetensors_read_expecting(const char *path, const char *sha256, lacs_s
         if (S_ISDIR(info.st_mode))
             return lacs_internal_error(LACS_ERR_IO, path, "cannot read: %s", strerror(EISDIR));
         return lacs_internal_error(LACS_ERR_IO, path, "cannot read: %s, not a regular file",
-                                   special_file_kind(info.st_mode));
+                                   lacs_internal_file_kind(info.st_mode));
     }
     /* Read to the end rather than trust st_size: the file may still be growing. */
     size_t capacity = info.st_size > 0 ? (size_t)info.st_size + 1 : 65536;
