@@ -80,6 +80,44 @@ def run(B, T, H, K, V, dtype=torch.bfloat16):
     print(f"fla chunk_gated_delta_rule {str(dtype).split('.')[-1]} B={B} T={T} H={H} K={K} V={V}  {ms:9.3f} ms  {tf:7.1f} TFLOP/s")
 
 
+def run_backward(B, T, H, K, V, dtype=torch.bfloat16):
+    """fla's chunk_gated_delta_rule forward and backward (every gradient, h0 and the final state's cotangent), beside
+    lacs-bench-cuda's gated_delta_rule_vjp line: the time of forward + backward, and of the backward alone as
+    the difference with the forward's."""
+    torch.manual_seed(0)
+    dev = "cuda"
+    q = torch.randn(B, T, H, K, device=dev, dtype=dtype)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dtype)
+    v = torch.randn(B, T, H, V, device=dev, dtype=dtype)
+    beta = (0.1 + 0.8 * torch.rand(B, T, H, device=dev)).to(dtype)
+    g = (-0.1 * torch.rand(B, T, H, device=dev)).float()
+    h0 = torch.randn(B, H, K, V, device=dev, dtype=torch.float32)
+    do = torch.randn(B, T, H, V, device=dev, dtype=dtype)
+    dht = torch.randn(B, H, K, V, device=dev, dtype=torch.float32)
+    leaves = [t.requires_grad_() for t in (q, k, v, beta, g, h0)]
+
+    def fwd():
+        return chunk_gated_delta_rule(q, k, v, g, beta, scale=K ** -0.5, initial_state=h0, output_final_state=True)
+
+    def fwd_bwd():
+        o, ht = fwd()
+        torch.autograd.backward([o, ht], [do, dht])
+        for t in leaves:
+            t.grad = None
+
+    try:
+        fwd_bwd()
+        torch.cuda.synchronize()
+        ms_both = triton.testing.do_bench(fwd_bwd, warmup=50, rep=300, return_mode="median")
+        ms_fwd = triton.testing.do_bench(fwd, warmup=50, rep=300, return_mode="median")
+    except Exception as e:  # noqa: BLE001
+        print(f"fla chunk_gated_delta_rule backward: failed to run ({e})")
+        return
+    print(f"fla chunk_gated_delta_rule fwd+bwd {str(dtype).split('.')[-1]} B={B} T={T} H={H} K={K} V={V}  "
+          f"{ms_both:9.3f} ms  (backward alone {ms_both - ms_fwd:.3f} ms, "
+          f"{B * T * H / ((ms_both - ms_fwd) * 1e-3) / 1e6:.2f} Mtoken-heads/s)")
+
+
 if __name__ == "__main__":
     print(f"fla {getattr(fla, '__version__', '?')}, torch {torch.__version__}, triton {triton.__version__}, "
           f"{torch.cuda.get_device_name()}")
@@ -87,3 +125,4 @@ if __name__ == "__main__":
     run(1, 8192, 8, 128, 128)
     run(1, 4096, 16, 128, 128)
     run_kda(1, 16384, 16, 128, 128)
+    run_backward(1, 4096, 16, 128, 128)

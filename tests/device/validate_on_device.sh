@@ -24,6 +24,11 @@ BUILD=${BUILD:-build}
 OUT=${OUT:-$BUILD/device}
 JOBS=${JOBS:-$(nproc)}
 SANITIZER_TIMEOUT=${SANITIZER_TIMEOUT:-120}
+CHECK_TIMEOUT=${CHECK_TIMEOUT:-300}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
+FLA_TIMEOUT=${FLA_TIMEOUT:-240}
+# the sanitizer runs of step 5, by name (a shorter list where the device time is short)
+SANITIZER_RUNS=${SANITIZER_RUNS:-memcheck memcheck-vjp racecheck}
 mkdir -p "$OUT"
 LACS=./$BUILD/lacs
 SUMMARY=$OUT/summary.txt
@@ -67,7 +72,7 @@ fi
 $LACS list --op gla | grep "builtin:cuda" | tee -a "$OUT/device.txt"
 
 step "3. $LACS check --impl builtin:cuda --jobs 8 (every core vector)"
-timeout 300 $LACS check --impl builtin:cuda --jobs 8 --json "$OUT/check.json" >"$OUT/check.log" 2>&1
+timeout "$CHECK_TIMEOUT" $LACS check --impl builtin:cuda --jobs 8 --json "$OUT/check.json" >"$OUT/check.log" 2>&1
 rc=$?
 summary_line=$(grep -E '^[0-9]+ passed, ' "$OUT/check.log" | tail -n 1)
 echo "$summary_line (exit $rc)"
@@ -95,7 +100,7 @@ EOF
 cat "$OUT/worst_ratios.txt"
 
 step "4. $BUILD/lacs-bench-cuda (make bench-cuda)"
-timeout 240 ./$BUILD/lacs-bench-cuda >"$OUT/bench_cuda.log" 2>&1
+timeout "$BENCH_TIMEOUT" ./$BUILD/lacs-bench-cuda >"$OUT/bench_cuda.log" 2>&1
 rc=$?
 cat "$OUT/bench_cuda.log"
 [ "$rc" -eq 0 ] && verdict PASS "lacs-bench-cuda (figures in $OUT/bench_cuda.log)" ||
@@ -107,7 +112,7 @@ grep -E "target" "$OUT/bench_cuda.log" | sed 's/^/      /' | tee -a "$SUMMARY"
 # of every case, then every case of delta_rule_vjp and gated_delta_rule_vjp (the recurrent family's gradients
 # are validated under emulation only until this runs)
 RACECHECK_OPS=${RACECHECK_OPS:-gated_delta_rule,gla,linear_attn,fox,deltaformer,mesa_net,softcap,l2norm,gated_delta_rule_vjp}
-for run in memcheck memcheck-vjp racecheck; do
+for run in $SANITIZER_RUNS; do
     tool=${run%-vjp}
     selection="--shard 1/2"
     [ $run = memcheck-vjp ] && selection="--op delta_rule_vjp,gated_delta_rule_vjp"
@@ -134,7 +139,7 @@ done
 
 if [ "${FLA:-0}" = 1 ] && python3 -c "import fla" 2>/dev/null; then
     step "6. fla's Triton chunk_gated_delta_rule on the benchmark's shapes"
-    timeout 240 python3 tests/device/fla_bench.py 2>&1 | grep -v Warning | tee "$OUT/fla_bench.log"
+    timeout "$FLA_TIMEOUT" python3 tests/device/fla_bench.py 2>&1 | grep -v Warning | tee "$OUT/fla_bench.log"
 fi
 if [ "${K128:-0}" = 1 ]; then
     step "6. the full set's K = 128 cases, generated here and checked on the device"
