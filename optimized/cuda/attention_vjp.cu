@@ -1,0 +1,473 @@
+/* builtin:cuda, the gradients of the attention forms (SPEC.md 4.19;
+ * optimized/cuda/README.md section 10): softmax_attn_vjp (H1), fox_vjp
+ * (H10: FoX's g or ALiBi's g_gamma) and deltaformer_vjp (H11).
+ *
+ * FlashAttention-2's backward (Dao, arXiv 2307.08691, Algorithm 2) in its
+ * simplest deterministic form: no T x T matrix, the weights recomputed from
+ * each row's statistics, every sum in a fixed order, no float atomics. For
+ * one attention "pass" (a causal attention with query vectors x, keys k,
+ * values u and the output's cotangent dy; softmax_attn and fox are one pass
+ * with x = q, u = v, dy = do):
+ *   l_ij = scale x_i . k_j + gate_ij      (j visible from i: lo_i <= j <= i,
+ *                                          or j < i for a strictly causal pass)
+ *   p_ij = exp(l_ij - m_i) / Z_i          (m_i the row's maximum, Z_i its sum)
+ *   dp_ij = dy_i . u_j
+ *   dl_ij = p_ij (dp_ij - D_i), D_i = sum_j p_ij dp_ij   (the softmax's adjoint)
+ *   dx_i += scale sum_j dl_ij k_j,  dk_j += scale sum_i dl_ij x_i,
+ *   du_j += sum_i p_ij dy_i,        dG_i += sum_j dl_ij, dG_j -= sum_i dl_ij.
+ * The softmax's adjoint without cancellation (SPEC.md 4.19, the reference's
+ * lacs_internal_softmax_adjoint): with J the row's largest weight (the first
+ * of equal ones), S_i = sum_{j != J} p_ij (dp_ij - dp_iJ) = D_i - dp_iJ and
+ *   dl_ij = p_ij ((dp_ij - dp_iJ) - S_i)  (j != J),   dl_iJ = -p_iJ S_i,
+ * so that no term is a difference of two nearly equal sums, and the row's
+ * dl sum to 0: its own gate term dG_i is 0 (as builtin:cpu's correction
+ * about the dominant weight makes it). DeltaFormer's EXP form has
+ * unnormalised weights p_ij = exp(l_ij) and dl_ij = p_ij dp_ij.
+ *
+ * Kernels (256 threads, one warp per row or column, lanes over the other
+ * index, 32 at a time; a warp's 32 dl and p go through its own 64 floats of
+ * shared memory between two __syncwarp):
+ *   1. attn_vjp_rows_kernel, a warp per (query i, value head): m_i, J_i,
+ *      Z_i, dp_iJ, S_i (three walks over the row's keys, warp sums by
+ *      shuffles), stored for the columns; then dx_i, each lane its own key
+ *      channels, summed over j in j order;
+ *   2. attn_vjp_columns_kernel, a warp per (key j, value head): the same
+ *      p_ij and dl_ij (the same device function, the same bits) for every
+ *      query that sees j; dk_j, du_j and the column sum, summed over i in i
+ *      order;
+ *   3. attn_vjp_gate_kernel, a thread per value head: dG_t = -(column sum
+ *      of t), and dg_tau = sum_{t >= tau} dG_t within tau's segment (0 at the
+ *      segment's first token, whose g no logit reads); ALiBi's dg_gamma the
+ *      sum of those over every token of the head, in token order;
+ *   4. attn_vjp_key_kernel, a thread per (token, q/k head, channel): dq and
+ *      dk summed over the head's value heads (GVA) in value head order.
+ * Each (row or column, value head) is one warp's, so the partial sums are
+ * written by one thread each: the same bits whatever the schedule.
+ *
+ * Tiers: everything is binary32 (bf16 inputs widened exactly, SPEC.md 11.1's
+ * bf16 tier with fp32 accumulation); exp is the device's expf.
+ *
+ * K and V: each lane holds up to 8 channels of K (and of V) in registers, so
+ * K, V <= 256; above, LACS_UNSUPPORTED.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vector>
+
+#include "attention_common.cuh"
+
+#define ATTN_VJP_THREADS 256
+#define ATTN_VJP_WARPS (ATTN_VJP_THREADS / 32)
+const int attn_vjp_max_channels = 8; /* per lane: K, V <= 256 */
+
+enum attn_vjp_gate { ATTN_VJP_GATE_NONE = 0, ATTN_VJP_GATE_PREFIX = 1, ATTN_VJP_GATE_ALIBI = 2 };
+
+/* Token t (flattened over B x T) of q/k head h: (t H + h) K + c; of value
+ * head hv: (t HV + hv) V + c; the per-row tables: hv tokens + t. */
+struct attn_vjp_params {
+    lacs_view x, k;           /* the query vectors (q, or DeltaFormer's k) and the keys, [tokens, H, K] */
+    lacs_view u, dy;          /* the values and the output's cotangent, [tokens, HV, V] */
+    const int64_t *seq_start; /* [tokens]: the first token of t's sequence, -1 outside every sequence */
+    const int64_t *seq_end;   /* [tokens]: one past the last */
+    int64_t tokens;
+    int H, HV, group, K, V;
+    float scale;
+    int gate;                     /* attn_vjp_gate */
+    lacs_view g;                  /* FoX's g [tokens, HV] or ALiBi's g_gamma [HV] */
+    const float *gate_sum;        /* PREFIX: [HV][tokens] (lacs_gate_scan_kernel) */
+    const int64_t *first_visible; /* PREFIX: [HV][tokens] */
+    int strict;                   /* the diagonal not visible (DeltaFormer's first stage) */
+    int normalised;               /* softmax; 0: DeltaFormer's EXP form */
+    float *row_max, *row_sum, *row_dp_dominant, *row_shifted; /* [HV][tokens]: m_i, Z_i, dp_iJ, S_i */
+    int64_t *row_dominant;                                    /* [HV][tokens]: J_i */
+    float *dx_part, *dk_part;     /* [tokens][HV][K], added to (unscaled sums times scale) */
+    float *du;                    /* [tokens][HV][V], added to */
+    float *col_sum;               /* [HV][tokens], added to */
+    float *dg, *dg_gamma;         /* the outputs (the gate kernel); NULL: not asked for */
+    float *dq, *dk;               /* the outputs (the key kernel) */
+    const float *dq_part;         /* the key kernel's dq partials (dx_part of the passes that read q) */
+};
+
+/* The first key query i sees (with the gate's hard resets). */
+__device__ __forceinline__ int64_t attn_vjp_first_key(const attn_vjp_params &p, int hv, int64_t i)
+{
+    return p.gate == ATTN_VJP_GATE_PREFIX ? p.first_visible[(int64_t)hv * p.tokens + i] : p.seq_start[i];
+}
+
+/* l_ij = scale x_i . k_j + gate_ij (the forward's order: the gate after the scale; flash.cu). */
+__device__ __forceinline__ float attn_vjp_logit(const attn_vjp_params &p, int hv, int h, int64_t i, int64_t j)
+{
+    const int64_t xi = (i * p.H + h) * p.K, kj = (j * p.H + h) * p.K;
+    float s = 0.0f;
+    for (int c = 0; c < p.K; c++)
+        s = fmaf(lacs_view_at(p.x, xi + c), lacs_view_at(p.k, kj + c), s);
+    float l = p.scale * s;
+    if (p.gate == ATTN_VJP_GATE_PREFIX)
+        l += p.gate_sum[(int64_t)hv * p.tokens + i] - p.gate_sum[(int64_t)hv * p.tokens + j];
+    else if (p.gate == ATTN_VJP_GATE_ALIBI)
+        l += (float)(i - j) * lacs_view_at(p.g, hv);
+    return l;
+}
+
+/* dp_ij = dy_i . u_j */
+__device__ __forceinline__ float attn_vjp_dp(const attn_vjp_params &p, int hv, int64_t i, int64_t j)
+{
+    const int64_t yi = (i * p.HV + hv) * p.V, uj = (j * p.HV + hv) * p.V;
+    float s = 0.0f;
+    for (int c = 0; c < p.V; c++)
+        s = fmaf(lacs_view_at(p.dy, yi + c), lacs_view_at(p.u, uj + c), s);
+    return s;
+}
+
+/* p_ij and dl_ij from the row's statistics: the same bits in the row and the column kernels. */
+__device__ __forceinline__ void attn_vjp_pair(const attn_vjp_params &p, int hv, int h, int64_t i, int64_t j,
+                                              float *weight, float *dl)
+{
+    const int64_t r = (int64_t)hv * p.tokens + i;
+    const float l = attn_vjp_logit(p, hv, h, i, j), dp = attn_vjp_dp(p, hv, i, j);
+    if (!p.normalised) { /* EXP: w = exp(l), dl = w dp */
+        *weight = expf(l);
+        *dl = *weight * dp;
+        return;
+    }
+    const float w = expf(l - p.row_max[r]) / p.row_sum[r];
+    *weight = w;
+    if (LACS_MUTANT(LACS_MUTANT_ATTN_VJP_NO_ROW_SUM)) /* the wrong twin: dS = P (.) dP, without - D */
+        *dl = j == p.row_dominant[r] ? 0.0f : w * (dp - p.row_dp_dominant[r]);
+    else if (j == p.row_dominant[r])
+        *dl = -w * p.row_shifted[r];
+    else
+        *dl = w * ((dp - p.row_dp_dominant[r]) - p.row_shifted[r]);
+}
+
+/* 1. A warp per (query row i, value head): the row's statistics, then dx_i. */
+__global__ void __launch_bounds__(ATTN_VJP_THREADS) attn_vjp_rows_kernel(attn_vjp_params p)
+{
+    float *shared = reinterpret_cast<float *>(lacs_shared_memory());
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, hv = (int)blockIdx.y, h = hv / p.group;
+    const int64_t i = (int64_t)blockIdx.x * ATTN_VJP_WARPS + warp;
+    if (i >= p.tokens || p.seq_start[i] < 0)
+        return; /* the whole warp */
+    const int64_t lo = attn_vjp_first_key(p, hv, i), hi = p.strict ? i - 1 : i, r = (int64_t)hv * p.tokens + i;
+    if (hi < lo)
+        return; /* no visible key (a strictly causal pass's first row) */
+    const int64_t rounds = (hi - lo + 1 + 31) / 32;
+    float *dl_of = shared + warp * 64;
+
+    if (p.normalised) {
+        /* the maximum and its (first) key */
+        float m = -INFINITY;
+        double at = (double)(hi + 1);
+        for (int64_t round = 0; round < rounds; round++) {
+            const int64_t j = lo + round * 32 + lane;
+            if (j <= hi) {
+                const float l = attn_vjp_logit(p, hv, h, i, j);
+                if (l > m)
+                    m = l, at = (double)j;
+            }
+        }
+        for (int mask = 16; mask > 0; mask >>= 1) {
+            const float other = __shfl_xor_sync(0xffffffffu, m, mask);
+            const double other_at = __shfl_xor_sync(0xffffffffu, at, mask);
+            if (other > m || (other == m && other_at < at))
+                m = other, at = other_at;
+        }
+        const int64_t J = (int64_t)at;
+        float z = 0.0f;
+        for (int64_t round = 0; round < rounds; round++) {
+            const int64_t j = lo + round * 32 + lane;
+            if (j <= hi)
+                z += expf(attn_vjp_logit(p, hv, h, i, j) - m);
+        }
+        const float Z = lacs_warp_sum(z), dpJ = attn_vjp_dp(p, hv, i, J);
+        /* S_i = sum_{j != J} p_ij (dp_ij - dp_iJ) */
+        float s = 0.0f;
+        for (int64_t round = 0; round < rounds; round++) {
+            const int64_t j = lo + round * 32 + lane;
+            if (j <= hi && j != J)
+                s += expf(attn_vjp_logit(p, hv, h, i, j) - m) / Z * (attn_vjp_dp(p, hv, i, j) - dpJ);
+        }
+        const float S = lacs_warp_sum(s);
+        if (lane == 0) {
+            p.row_max[r] = m;
+            p.row_sum[r] = Z;
+            p.row_dominant[r] = J;
+            p.row_dp_dominant[r] = dpJ;
+            p.row_shifted[r] = S;
+        }
+        /* the pairs below read the statistics back: a lane reads what lane 0 wrote */
+        __syncwarp();
+    }
+
+    float acc[attn_vjp_max_channels];
+    for (int e = 0; e < attn_vjp_max_channels; e++)
+        acc[e] = 0.0f;
+    for (int64_t round = 0; round < rounds; round++) {
+        const int64_t j0 = lo + round * 32, j = j0 + lane;
+        float w = 0.0f, dl = 0.0f;
+        if (j <= hi)
+            attn_vjp_pair(p, hv, h, i, j, &w, &dl);
+        dl_of[lane] = dl;
+        __syncwarp();
+        for (int jj = 0; jj < 32 && j0 + jj <= hi; jj++) {
+            const float d = dl_of[jj];
+            const int64_t kj = ((j0 + jj) * p.H + h) * p.K;
+            for (int e = 0; e < attn_vjp_max_channels; e++) {
+                const int c = lane + 32 * e;
+                if (c < p.K)
+                    acc[e] = fmaf(d, lacs_view_at(p.k, kj + c), acc[e]);
+            }
+        }
+        __syncwarp(); /* every lane has read dl_of before the next round writes it */
+    }
+    for (int e = 0; e < attn_vjp_max_channels; e++) {
+        const int c = lane + 32 * e;
+        if (c < p.K)
+            p.dx_part[(i * p.HV + hv) * p.K + c] += p.scale * acc[e];
+    }
+}
+
+/* 2. A warp per (key j, value head): dk_j, du_j and the column sum of dl over the queries that see j. */
+__global__ void __launch_bounds__(ATTN_VJP_THREADS) attn_vjp_columns_kernel(attn_vjp_params p)
+{
+    float *shared = reinterpret_cast<float *>(lacs_shared_memory());
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, hv = (int)blockIdx.y, h = hv / p.group;
+    const int64_t j = (int64_t)blockIdx.x * ATTN_VJP_WARPS + warp;
+    if (j >= p.tokens || p.seq_start[j] < 0)
+        return; /* the whole warp */
+    const int64_t first = p.strict ? j + 1 : j, end = p.seq_end[j];
+    float *dl_of = shared + warp * 64, *w_of = dl_of + 32;
+    float dk[attn_vjp_max_channels], du[attn_vjp_max_channels], column = 0.0f;
+    for (int e = 0; e < attn_vjp_max_channels; e++)
+        dk[e] = du[e] = 0.0f;
+    for (int64_t i0 = first; i0 < end; i0 += 32) {
+        const int64_t i = i0 + lane;
+        float w = 0.0f, dl = 0.0f;
+        if (i < end && attn_vjp_first_key(p, hv, i) <= j)
+            attn_vjp_pair(p, hv, h, i, j, &w, &dl);
+        dl_of[lane] = dl;
+        w_of[lane] = w;
+        __syncwarp();
+        for (int ii = 0; ii < 32 && i0 + ii < end; ii++) {
+            const float d = dl_of[ii], weight = w_of[ii];
+            const int64_t xi = ((i0 + ii) * p.H + h) * p.K, yi = ((i0 + ii) * p.HV + hv) * p.V;
+            column += d;
+            for (int e = 0; e < attn_vjp_max_channels; e++) {
+                const int c = lane + 32 * e;
+                if (c < p.K)
+                    dk[e] = fmaf(d, lacs_view_at(p.x, xi + c), dk[e]);
+                if (c < p.V)
+                    du[e] = fmaf(weight, lacs_view_at(p.dy, yi + c), du[e]);
+            }
+        }
+        __syncwarp(); /* every lane has read the round's dl and p before the next round writes them */
+    }
+    for (int e = 0; e < attn_vjp_max_channels; e++) {
+        const int c = lane + 32 * e;
+        if (c < p.K)
+            p.dk_part[(j * p.HV + hv) * p.K + c] += p.scale * dk[e];
+        if (c < p.V)
+            p.du[(j * p.HV + hv) * p.V + c] += du[e];
+    }
+    if (lane == 0)
+        p.col_sum[(int64_t)hv * p.tokens + j] += column;
+}
+
+/* 3. A thread per value head: the gates' gradients from dG_t = -(column sum of t) (each row's own term is 0:
+ * its dl sum to 0). dg_tau = sum of dG_t over t >= tau in tau's segment (the sequence, cut at each hard reset),
+ * 0 at the segment's first token; ALiBi: dg_gamma = the sum of those over the head's tokens (the reference's
+ * driver sums the per-token gradient of a constant gate), in the order of the sequences and tokens from the
+ * last. */
+__global__ void __launch_bounds__(32) attn_vjp_gate_kernel(attn_vjp_params p)
+{
+    const int hv = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (hv >= p.HV)
+        return;
+    float total = 0.0f, run = 0.0f;
+    for (int64_t t = p.tokens - 1; t >= 0; t--) {
+        const int64_t start = p.seq_start[t];
+        if (start < 0)
+            continue;
+        if (t == p.seq_end[t] - 1)
+            run = 0.0f; /* a sequence's last token: its run starts */
+        float value = 0.0f;
+        if (t == start || (p.gate == ATTN_VJP_GATE_PREFIX && p.first_visible[(int64_t)hv * p.tokens + t] == t)) {
+            run = 0.0f;
+        } else {
+            run -= p.col_sum[(int64_t)hv * p.tokens + t];
+            value = run;
+        }
+        if (p.dg)
+            p.dg[t * p.HV + hv] = value;
+        total += value;
+    }
+    if (p.dg_gamma)
+        p.dg_gamma[hv] = total;
+}
+
+/* 4. A thread per (token, q/k head, channel): dq and dk, summed over the head's value heads in value head order. */
+__global__ void __launch_bounds__(256) attn_vjp_key_kernel(attn_vjp_params p)
+{
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= p.tokens * p.H * p.K)
+        return;
+    const int c = (int)(e % p.K), h = (int)(e / p.K % p.H);
+    const int64_t t = e / p.K / p.H;
+    float dq = 0.0f, dk = 0.0f;
+    for (int g = 0; g < p.group; g++) {
+        const int64_t part = (t * p.HV + h * p.group + g) * p.K + c;
+        dq += p.dq_part[part];
+        dk += p.dk_part[part];
+    }
+    if (p.dq)
+        p.dq[e] = dq;
+    if (p.dk)
+        p.dk[e] = dk;
+}
+
+/* ---- the host side ---- */
+
+static float *attn_vjp_output(const lacs_cuda_call *c, const char *name)
+{
+    lacs_cuda_tensor *t = lacs_cuda_output(c, name);
+    return t ? (float *)t->device : nullptr;
+}
+
+/* What lacs_gate_scan_kernel reads and writes, by its names. */
+struct attn_vjp_gate_scan {
+    lacs_view g;
+    const int64_t *cu_seqlens;
+    int64_t T, tokens;
+    int HV;
+    float *gate_sum;
+    int64_t *first_visible;
+};
+
+/* One pass's kernels: the rows (statistics and dx), then the columns (dk, du, the column sums). */
+static int attn_vjp_pass(const char *op, const attn_vjp_params &p)
+{
+    const dim3 grid((unsigned)((p.tokens + ATTN_VJP_WARPS - 1) / ATTN_VJP_WARPS), (unsigned)p.HV);
+    const size_t shared = ATTN_VJP_WARPS * 64 * sizeof(float);
+    cudaError_t e;
+    if ((e = lacs_launch(attn_vjp_rows_kernel, grid, dim3(ATTN_VJP_THREADS), shared, p)) != cudaSuccess)
+        return lacs_cuda_launch_failed(op, "attn_vjp_rows_kernel", e);
+    if ((e = lacs_launch(attn_vjp_columns_kernel, grid, dim3(ATTN_VJP_THREADS), shared, p)) != cudaSuccess)
+        return lacs_cuda_launch_failed(op, "attn_vjp_columns_kernel", e);
+    return LACS_OK;
+}
+
+int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
+{
+    const char *op = c->op;
+    const bool fox = strcmp(op, "fox_vjp") == 0;
+    if (!fox && strcmp(op, "softmax_attn_vjp") != 0)
+        return lacs_cuda_unsupported(op, "not a gradient of the attention forms builtin:cuda implements");
+    const lacs_cuda_tensor *q = lacs_cuda_input(c, "q"), *k = lacs_cuda_input(c, "k"), *v = lacs_cuda_input(c, "v");
+    const lacs_cuda_tensor *dout = lacs_cuda_input(c, "do"), *cu = lacs_cuda_input(c, "cu_seqlens");
+    const lacs_cuda_tensor *g = lacs_cuda_input(c, "g"), *g_gamma = lacs_cuda_input(c, "g_gamma");
+    if (!q || !k || !v || !dout)
+        return lacs_cuda_error(LACS_ERR_INPUT, op, "inputs q, k, v and do are required");
+    attn_vjp_params p;
+    memset(&p, 0, sizeof p);
+    const int64_t T = q->shape[1];
+    p.tokens = q->shape[0] * T;
+    p.H = (int)q->shape[2];
+    p.K = (int)q->shape[3];
+    p.HV = (int)v->shape[2];
+    p.V = (int)v->shape[3];
+    p.group = p.H > 0 ? p.HV / p.H : 1;
+    p.scale = (float)lacs_cuda_param(c, "scale", p.K > 0 ? 1.0 / sqrt((double)p.K) : 1.0);
+    p.x = lacs_view_of(q);
+    p.k = lacs_view_of(k);
+    p.u = lacs_view_of(v);
+    p.dy = lacs_view_of(dout);
+    p.normalised = 1;
+    if (fox && g)
+        p.gate = ATTN_VJP_GATE_PREFIX, p.g = lacs_view_of(g);
+    else if (fox && g_gamma)
+        p.gate = ATTN_VJP_GATE_ALIBI, p.g = lacs_view_of(g_gamma);
+    p.dq = attn_vjp_output(c, "dq");
+    p.dk = attn_vjp_output(c, "dk");
+    p.dg = attn_vjp_output(c, "dg");
+    p.dg_gamma = attn_vjp_output(c, "dg_gamma");
+    float *dv = attn_vjp_output(c, "dv");
+    if (p.tokens == 0 || p.HV == 0)
+        return LACS_OK; /* nothing to compute: every gradient is empty or zero (the outputs start zeroed) */
+    if (p.K > 32 * attn_vjp_max_channels || p.V > 32 * attn_vjp_max_channels)
+        return lacs_cuda_unsupported(op, "K = %d, V = %d: the gradients' kernels hold K, V <= %d (a warp's lanes "
+                                         "keep %d channels each in registers)", p.K, p.V,
+                                     32 * attn_vjp_max_channels, attn_vjp_max_channels);
+    if ((p.tokens + ATTN_VJP_WARPS - 1) / ATTN_VJP_WARPS > 2147483647LL || p.HV > 65535)
+        return lacs_cuda_unsupported(op, "%lld tokens x %d value heads: more than the grid holds",
+                                     (long long)p.tokens, p.HV);
+
+    /* each token's sequence, [start, end), on the host */
+    const int64_t n_seqs = cu ? cu->shape[0] - 1 : q->shape[0];
+    std::vector<int64_t> bounds((size_t)(2 * p.tokens), -1);
+    for (int64_t n = 0; n < n_seqs; n++) {
+        const int64_t start = cu ? ((const int64_t *)cu->host)[n] : n * T;
+        const int64_t end = cu ? ((const int64_t *)cu->host)[n + 1] : start + T;
+        for (int64_t t = start; t < end; t++)
+            bounds[(size_t)t] = start, bounds[(size_t)(p.tokens + t)] = end;
+    }
+
+    const size_t rows = (size_t)p.HV * (size_t)p.tokens, qk = rows * (size_t)p.K;
+    const bool prefix = p.gate == ATTN_VJP_GATE_PREFIX;
+    /* the sequences' table; the gates; the rows' statistics; the partials; dv's place when it is not asked for */
+    const size_t bytes[12] = {2 * (size_t)p.tokens * sizeof(int64_t), prefix ? rows * 4 : 0, prefix ? rows * 8 : 0,
+                              rows * 4, rows * 4, rows * 4, rows * 4, rows * 8,
+                              qk * 4, qk * 4, rows * 4, dv ? 0 : rows * (size_t)p.V * 4};
+    void *parts[12];
+    size_t total = 0;
+    if (!lacs_workspace_carve(bytes, parts, 12, &total))
+        return lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the gradients' workspace (%zu bytes)",
+                               total);
+    p.seq_start = (const int64_t *)parts[0];
+    p.seq_end = p.seq_start + p.tokens;
+    p.gate_sum = (const float *)parts[1];
+    p.first_visible = (const int64_t *)parts[2];
+    p.row_max = (float *)parts[3];
+    p.row_sum = (float *)parts[4];
+    p.row_dp_dominant = (float *)parts[5];
+    p.row_shifted = (float *)parts[6];
+    p.row_dominant = (int64_t *)parts[7];
+    p.dx_part = (float *)parts[8];
+    p.dk_part = (float *)parts[9];
+    p.col_sum = (float *)parts[10];
+    p.dq_part = p.dx_part;
+    p.du = dv ? dv : (float *)parts[11];
+    int rc = LACS_OK;
+    cudaError_t e;
+    if (cudaMemcpy(parts[0], bounds.data(), bytes[0], cudaMemcpyHostToDevice) != cudaSuccess)
+        rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "copying the sequences' table to the device failed");
+    /* the partial sums are added to */
+    if (rc == LACS_OK && (cudaMemset(parts[8], 0, bytes[8]) != cudaSuccess ||
+                          cudaMemset(parts[9], 0, bytes[9]) != cudaSuccess ||
+                          cudaMemset(parts[10], 0, bytes[10]) != cudaSuccess ||
+                          (bytes[11] && cudaMemset(parts[11], 0, bytes[11]) != cudaSuccess)))
+        rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "cannot clear the gradients' partial sums");
+    if (rc == LACS_OK && prefix) {
+        const attn_vjp_gate_scan scan = {p.g, cu ? (const int64_t *)cu->device : nullptr, T, p.tokens, p.HV,
+                                         (float *)parts[1], (int64_t *)parts[2]};
+        const size_t shared = lacs_shared_round(256 * sizeof(float)) + 256 * sizeof(int64_t);
+        if ((e = lacs_launch(lacs_gate_scan_kernel<attn_vjp_gate_scan>, dim3((unsigned)n_seqs, (unsigned)p.HV),
+                             dim3(256), shared, scan)) != cudaSuccess)
+            rc = lacs_cuda_launch_failed(op, "lacs_gate_scan_kernel", e);
+    }
+    if (rc == LACS_OK)
+        rc = attn_vjp_pass(op, p);
+    if (rc == LACS_OK && (p.dg || p.dg_gamma) &&
+        (e = lacs_launch(attn_vjp_gate_kernel, dim3((unsigned)((p.HV + 31) / 32)), dim3(32), 0, p)) != cudaSuccess)
+        rc = lacs_cuda_launch_failed(op, "attn_vjp_gate_kernel", e);
+    const int64_t key_items = p.tokens * p.H * p.K;
+    if (rc == LACS_OK && key_items > 0 &&
+        (e = lacs_launch(attn_vjp_key_kernel, dim3((unsigned)((key_items + 255) / 256)), dim3(256), 0, p)) !=
+            cudaSuccess)
+        rc = lacs_cuda_launch_failed(op, "attn_vjp_key_kernel", e);
+    lacs_cuda_workspace_release(); /* waits for the kernels */
+    if (rc == LACS_OK && (e = cudaGetLastError()) != cudaSuccess)
+        rc = lacs_cuda_error(LACS_ERR_INPUT, op, "a gradient kernel failed: %s", cudaGetErrorString(e));
+    return rc;
+}
