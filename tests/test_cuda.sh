@@ -26,7 +26,7 @@ PYTHON=/usr/bin/python3
 [ -x "$PYTHON" ] || PYTHON=python3
 status=0
 # the attention forms' gradients builtin:cuda does not declare yet (README.md section 10)
-ATTN_VJP_NOT_DECLARED="deltaformer|path_attn"
+ATTN_VJP_NOT_DECLARED="path_attn"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -137,7 +137,7 @@ for mutant in "state_bf16:delta_rule,gated_delta_rule,efla:the state kept in bf1
               "mesa_stale_state:mesa_net:o read from the state before the token's update" \
               "vjp_no_erase:delta_rule_vjp,gated_delta_rule_vjp,comba_vjp,efla_vjp:dbeta = du . v, the erase term -du . p dropped" \
               "vjp_dg_of_factor:retention_vjp,simple_gla_vjp,gla_vjp,gated_delta_rule_vjp,comba_vjp:the gate's gradient for the factor exp(g), not the log g" \
-              "attn_vjp_no_row_sum:softmax_attn_vjp,fox_vjp:the softmax's adjoint dS = P (.) dP, without - D"; do
+              "attn_vjp_no_row_sum:softmax_attn_vjp,fox_vjp,deltaformer_vjp:the softmax's adjoint dS = P (.) dP, without - D"; do
     name=${mutant%%:*}
     rest=${mutant#*:}
     ops=${rest%%:*}
@@ -163,7 +163,7 @@ listed=$(LACS_CUDA_LIBRARY=$EMULATED $LACS list --op rmsnorm 2>/dev/null | grep 
 emulation_only=${listed##*validated under emulation only: }
 missing=""
 for op in linear_attn_vjp retention_vjp simple_gla_vjp gla_vjp delta_rule_vjp gated_delta_rule_vjp comba_vjp efla_vjp \
-          softmax_attn_vjp fox_vjp; do
+          softmax_attn_vjp fox_vjp deltaformer_vjp; do
     grep -qE "(^|, )$op(,|$)" <<<"$emulation_only" || missing="$missing $op"
 done
 if [ "$listed" = "$emulation_only" ] || [ -n "$missing" ]; then

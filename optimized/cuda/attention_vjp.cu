@@ -44,6 +44,16 @@
  * Each (row or column, value head) is one warp's, so the partial sums are
  * written by one thread each: the same bits whatever the schedule.
  *
+ * DeltaFormer (H11), O = A U, U = (I + diag(beta) B)^{-1} V: U by its first
+ * stage again (deltaformer_vjp_values_kernel, a CTA per (sequence, value
+ * head), row after row); a pass for A (x = q, values U) gives dq, dk and the
+ * second stage's du; the first stage's adjoint from the last row
+ * (deltaformer_vjp_first_stage_kernel, the reference's order: du_i is
+ * complete once every later row is done) gives dv = du, dbeta and B's
+ * output cotangent -beta_i du_i; a strictly causal pass for B (x = k, or q in
+ * fla's form, values U) takes it back to the scores. Both stages sequential
+ * in the tokens are O(T^2 (K + V)) per (sequence, head) on one CTA.
+ *
  * Tiers: everything is binary32 (bf16 inputs widened exactly, SPEC.md 11.1's
  * bf16 tier with fp32 accumulation); exp is the device's expf.
  *
@@ -88,6 +98,15 @@ struct attn_vjp_params {
     float *dg, *dg_gamma;         /* the outputs (the gate kernel); NULL: not asked for */
     float *dq, *dk;               /* the outputs (the key kernel) */
     const float *dq_part;         /* the key kernel's dq partials (dx_part of the passes that read q) */
+    /* DeltaFormer's first stage (the sequential kernels, a CTA per (sequence, value head)) */
+    const int64_t *cu_seqlens;    /* device; NULL: sequence n is tokens n T .. n T + T - 1 */
+    int64_t T;
+    lacs_view v, beta;            /* beta absent: 1 */
+    float *values;                /* U [tokens][HV][V], fp32 */
+    float *du_total;              /* the cotangent of U [tokens][HV][V]: the second stage's, then the first's */
+    float *dy_first;              /* the first stage's output cotangent -beta_i du_i [tokens][HV][V] */
+    float *weights;               /* [HV][tokens]: one row of B at a time, per (sequence, value head) */
+    float *dv, *dbeta;            /* the outputs; NULL: not asked for */
 };
 
 /* The first key query i sees (with the gate's hard resets). */
@@ -327,6 +346,123 @@ __global__ void __launch_bounds__(256) attn_vjp_key_kernel(attn_vjp_params p)
         p.dk[e] = dk;
 }
 
+/* ---- DeltaFormer's first stage (H11): u_i = v_i - beta_i sum_{j<i} B_ij u_j, sequential in the tokens ----
+ * A CTA per (sequence, value head) walks the rows; B's row i (x_i = k_i, or q_i in fla's form, against the
+ * keys j < i; a causal softmax, or EXP's exp(l) as it is) is recomputed by deltaformer_vjp_weights_row, the
+ * same code forward and backward. */
+
+/* The block's sum (or maximum) of one value per thread, in thread order (thread 0 adds them): deterministic.
+ * red has blockDim.x + 1 floats of shared memory. */
+__device__ float deltaformer_vjp_block_reduce(float *red, float x, bool maximum)
+{
+    const int tid = (int)threadIdx.x, n = (int)blockDim.x;
+    red[tid] = x;
+    __syncthreads();
+    if (tid == 0) {
+        float r = red[0];
+        for (int t = 1; t < n; t++)
+            r = maximum ? fmaxf(r, red[t]) : r + red[t];
+        red[n] = r;
+    }
+    __syncthreads();
+    const float r = red[n];
+    __syncthreads(); /* every thread has read the result before red is written again */
+    return r;
+}
+
+/* weights[j - start] = B_ij for start <= j < i (each thread its own j, then a barrier). */
+__device__ void deltaformer_vjp_weights_row(const attn_vjp_params &p, int hv, int h, int64_t start, int64_t i,
+                                            float *weights, float *red)
+{
+    const int tid = (int)threadIdx.x, n = (int)blockDim.x;
+    float m = -INFINITY;
+    for (int64_t j = start + tid; j < i; j += n) {
+        const float l = attn_vjp_logit(p, hv, h, i, j);
+        weights[j - start] = l;
+        m = fmaxf(m, l);
+    }
+    if (!p.normalised) { /* EXP: exp(l), no maximum, no normalisation (it may overflow, by definition) */
+        for (int64_t j = start + tid; j < i; j += n)
+            weights[j - start] = expf(weights[j - start]);
+        __syncthreads();
+        return;
+    }
+    m = deltaformer_vjp_block_reduce(red, m, true);
+    float z = 0.0f;
+    for (int64_t j = start + tid; j < i; j += n)
+        z += (weights[j - start] = expf(weights[j - start] - m));
+    const float Z = deltaformer_vjp_block_reduce(red, z, false);
+    for (int64_t j = start + tid; j < i; j += n)
+        weights[j - start] /= Z;
+    __syncthreads();
+}
+
+__device__ __forceinline__ void deltaformer_vjp_sequence(const attn_vjp_params &p, int64_t n, int64_t *start,
+                                                         int64_t *end)
+{
+    *start = p.cu_seqlens ? p.cu_seqlens[n] : n * p.T;
+    *end = p.cu_seqlens ? p.cu_seqlens[n + 1] : *start + p.T;
+}
+
+/* U, row after row (fp32: the bf16 tier's fp32 accumulation; the forward's U in bf16 is an intermediate). */
+__global__ void __launch_bounds__(ATTN_VJP_THREADS) deltaformer_vjp_values_kernel(attn_vjp_params p)
+{
+    float *red = reinterpret_cast<float *>(lacs_shared_memory());
+    const int hv = (int)blockIdx.y, h = hv / p.group, tid = (int)threadIdx.x;
+    int64_t start, end;
+    deltaformer_vjp_sequence(p, blockIdx.x, &start, &end);
+    float *weights = p.weights + (int64_t)hv * p.tokens + start;
+    for (int64_t i = start; i < end; i++) {
+        deltaformer_vjp_weights_row(p, hv, h, start, i, weights, red);
+        const float beta = p.beta.data ? lacs_view_at(p.beta, i * p.HV + hv) : 1.0f;
+        for (int c = tid; c < p.V; c += (int)blockDim.x) {
+            float r = 0.0f;
+            for (int64_t j = start; j < i; j++)
+                r = fmaf(weights[j - start], p.values[(j * p.HV + hv) * p.V + c], r);
+            p.values[(i * p.HV + hv) * p.V + c] = lacs_view_at(p.v, (i * p.HV + hv) * p.V + c) - beta * r;
+        }
+        __syncthreads(); /* u_i is written before the next row reads it, B_i read before it is overwritten */
+    }
+}
+
+/* The first stage's adjoint, rows from the last (du_i is complete once every later row is done):
+ *   dv_i = du_i,  dbeta_i = -du_i . r_i (r_i = sum_{j<i} B_ij u_j),  du_j -= beta_i B_ij du_i (j < i),
+ * and B's row i has the output cotangent dy_i = -beta_i du_i (dB_ij = dy_i . u_j), for the strictly causal
+ * attention pass that takes B back to its scores. */
+__global__ void __launch_bounds__(ATTN_VJP_THREADS) deltaformer_vjp_first_stage_kernel(attn_vjp_params p)
+{
+    float *red = reinterpret_cast<float *>(lacs_shared_memory());
+    const int hv = (int)blockIdx.y, h = hv / p.group, tid = (int)threadIdx.x, n = (int)blockDim.x;
+    int64_t start, end;
+    deltaformer_vjp_sequence(p, blockIdx.x, &start, &end);
+    float *weights = p.weights + (int64_t)hv * p.tokens + start;
+    for (int64_t i = end - 1; i >= start; i--) {
+        deltaformer_vjp_weights_row(p, hv, h, start, i, weights, red);
+        const float beta = p.beta.data ? lacs_view_at(p.beta, i * p.HV + hv) : 1.0f;
+        const int64_t row = (i * p.HV + hv) * p.V;
+        float dbeta = 0.0f;
+        for (int c = tid; c < p.V; c += n) {
+            float r = 0.0f;
+            for (int64_t j = start; j < i; j++)
+                r = fmaf(weights[j - start], p.values[(j * p.HV + hv) * p.V + c], r);
+            const float du = p.du_total[row + c];
+            dbeta -= du * r;
+            p.dy_first[row + c] = -beta * du;
+            if (p.dv)
+                p.dv[row + c] = du;
+        }
+        dbeta = deltaformer_vjp_block_reduce(red, dbeta, false);
+        if (tid == 0 && p.dbeta)
+            p.dbeta[i * p.HV + hv] = dbeta;
+        for (int64_t e = tid; e < (i - start) * p.V; e += n) {
+            const int64_t j = start + e / p.V;
+            const int c = (int)(e % p.V);
+            p.du_total[(j * p.HV + hv) * p.V + c] -= beta * weights[j - start] * p.du_total[row + c];
+        }
+        __syncthreads(); /* every du_j is updated before row i - 1 reads it, B_i read before it is overwritten */
+    }
+}
+
 /* ---- the host side ---- */
 
 static float *attn_vjp_output(const lacs_cuda_call *c, const char *name)
@@ -358,11 +494,42 @@ static int attn_vjp_pass(const char *op, const attn_vjp_params &p)
     return LACS_OK;
 }
 
+/* DeltaFormer (H11): U by the first stage; the second stage O = A U back by a pass with values U (dq, dk and
+ * du); the first stage's adjoint (dv, dbeta and B's cotangent); B back to its scores by a strictly causal pass
+ * with query vectors x (k, or q in fla's form), whose du (the first stage's own, already taken) is not read. */
+static int deltaformer_vjp(const char *op, attn_vjp_params p, int64_t n_seqs, bool x_is_q)
+{
+    const dim3 grid((unsigned)n_seqs, (unsigned)p.HV), threads(ATTN_VJP_THREADS);
+    const size_t shared = (ATTN_VJP_THREADS + 1) * sizeof(float);
+    const lacs_view q = p.x, first_stage_x = x_is_q ? p.x : p.k;
+    float *discard = p.du;
+    cudaError_t e;
+    p.x = first_stage_x;
+    if ((e = lacs_launch(deltaformer_vjp_values_kernel, grid, threads, shared, p)) != cudaSuccess)
+        return lacs_cuda_launch_failed(op, "deltaformer_vjp_values_kernel", e);
+    p.x = q; /* the second stage: o_i = sum_{j <= i} A_ij u_j, A's rows from q */
+    p.u = lacs_view{p.values, 0};
+    p.du = p.du_total;
+    int rc = attn_vjp_pass(op, p);
+    if (rc != LACS_OK)
+        return rc;
+    p.x = first_stage_x;
+    if ((e = lacs_launch(deltaformer_vjp_first_stage_kernel, grid, threads, shared, p)) != cudaSuccess)
+        return lacs_cuda_launch_failed(op, "deltaformer_vjp_first_stage_kernel", e);
+    /* B's rows back to their scores: keys j < i, cotangent -beta_i du_i; x_i's gradient into dq or dk */
+    p.strict = 1;
+    p.dy = lacs_view{p.dy_first, 0};
+    p.du = discard;
+    if (!x_is_q)
+        p.dx_part = p.dk_part;
+    return attn_vjp_pass(op, p);
+}
+
 int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
 {
     const char *op = c->op;
-    const bool fox = strcmp(op, "fox_vjp") == 0;
-    if (!fox && strcmp(op, "softmax_attn_vjp") != 0)
+    const bool fox = strcmp(op, "fox_vjp") == 0, deltaformer = strcmp(op, "deltaformer_vjp") == 0;
+    if (!fox && !deltaformer && strcmp(op, "softmax_attn_vjp") != 0)
         return lacs_cuda_unsupported(op, "not a gradient of the attention forms builtin:cuda implements");
     const lacs_cuda_tensor *q = lacs_cuda_input(c, "q"), *k = lacs_cuda_input(c, "k"), *v = lacs_cuda_input(c, "v");
     const lacs_cuda_tensor *dout = lacs_cuda_input(c, "do"), *cu = lacs_cuda_input(c, "cu_seqlens");
@@ -384,6 +551,18 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
     p.u = lacs_view_of(v);
     p.dy = lacs_view_of(dout);
     p.normalised = 1;
+    int first_stage_x_is_q = 0;
+    if (deltaformer) {
+        const double form = lacs_cuda_param(c, "form", LACS_DELTAFORMER_SOFTMAX);
+        if (form != LACS_DELTAFORMER_EXP && form != LACS_DELTAFORMER_SOFTMAX && form != LACS_DELTAFORMER_FLA)
+            return lacs_cuda_error(LACS_ERR_PARAM, op, "unknown form %g (0 exp, 1 softmax, 2 fla)", form);
+        p.normalised = form != LACS_DELTAFORMER_EXP;
+        first_stage_x_is_q = form == LACS_DELTAFORMER_FLA;
+        p.v = lacs_view_of(v);
+        p.beta = lacs_view_of(lacs_cuda_input(c, "beta"));
+        p.cu_seqlens = cu ? (const int64_t *)cu->device : nullptr;
+        p.T = T;
+    }
     if (fox && g)
         p.gate = ATTN_VJP_GATE_PREFIX, p.g = lacs_view_of(g);
     else if (fox && g_gamma)
@@ -393,6 +572,7 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
     p.dg = attn_vjp_output(c, "dg");
     p.dg_gamma = attn_vjp_output(c, "dg_gamma");
     float *dv = attn_vjp_output(c, "dv");
+    p.dbeta = attn_vjp_output(c, "dbeta");
     if (p.tokens == 0 || p.HV == 0)
         return LACS_OK; /* nothing to compute: every gradient is empty or zero (the outputs start zeroed) */
     if (p.K > 32 * attn_vjp_max_channels || p.V > 32 * attn_vjp_max_channels)
@@ -415,13 +595,16 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
 
     const size_t rows = (size_t)p.HV * (size_t)p.tokens, qk = rows * (size_t)p.K;
     const bool prefix = p.gate == ATTN_VJP_GATE_PREFIX;
-    /* the sequences' table; the gates; the rows' statistics; the partials; dv's place when it is not asked for */
-    const size_t bytes[12] = {2 * (size_t)p.tokens * sizeof(int64_t), prefix ? rows * 4 : 0, prefix ? rows * 8 : 0,
+    /* the sequences' table; the gates; the rows' statistics; the partials; dv's place when it is not asked for
+     * (DeltaFormer: the second stage's du, which nothing reads); DeltaFormer's U, du, -beta du and B's rows */
+    const size_t vs = rows * (size_t)p.V * 4, df = deltaformer ? vs : 0;
+    const size_t bytes[16] = {2 * (size_t)p.tokens * sizeof(int64_t), prefix ? rows * 4 : 0, prefix ? rows * 8 : 0,
                               rows * 4, rows * 4, rows * 4, rows * 4, rows * 8,
-                              qk * 4, qk * 4, rows * 4, dv ? 0 : rows * (size_t)p.V * 4};
-    void *parts[12];
+                              qk * 4, qk * 4, rows * 4, dv && !deltaformer ? 0 : vs, df, df, df,
+                              deltaformer ? rows * 4 : 0};
+    void *parts[16];
     size_t total = 0;
-    if (!lacs_workspace_carve(bytes, parts, 12, &total))
+    if (!lacs_workspace_carve(bytes, parts, 16, &total))
         return lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the gradients' workspace (%zu bytes)",
                                total);
     p.seq_start = (const int64_t *)parts[0];
@@ -437,7 +620,13 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
     p.dk_part = (float *)parts[9];
     p.col_sum = (float *)parts[10];
     p.dq_part = p.dx_part;
-    p.du = dv ? dv : (float *)parts[11];
+    p.du = dv && !deltaformer ? dv : (float *)parts[11];
+    p.values = (float *)parts[12];
+    p.du_total = (float *)parts[13];
+    p.dy_first = (float *)parts[14];
+    p.weights = (float *)parts[15];
+    if (deltaformer)
+        p.dv = dv;
     int rc = LACS_OK;
     cudaError_t e;
     if (cudaMemcpy(parts[0], bounds.data(), bytes[0], cudaMemcpyHostToDevice) != cudaSuccess)
@@ -446,7 +635,8 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
     if (rc == LACS_OK && (cudaMemset(parts[8], 0, bytes[8]) != cudaSuccess ||
                           cudaMemset(parts[9], 0, bytes[9]) != cudaSuccess ||
                           cudaMemset(parts[10], 0, bytes[10]) != cudaSuccess ||
-                          (bytes[11] && cudaMemset(parts[11], 0, bytes[11]) != cudaSuccess)))
+                          (bytes[11] && cudaMemset(parts[11], 0, bytes[11]) != cudaSuccess) ||
+                          (bytes[13] && cudaMemset(parts[13], 0, bytes[13]) != cudaSuccess)))
         rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "cannot clear the gradients' partial sums");
     if (rc == LACS_OK && prefix) {
         const attn_vjp_gate_scan scan = {p.g, cu ? (const int64_t *)cu->device : nullptr, T, p.tokens, p.HV,
@@ -456,8 +646,10 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
                              dim3(256), shared, scan)) != cudaSuccess)
             rc = lacs_cuda_launch_failed(op, "lacs_gate_scan_kernel", e);
     }
-    if (rc == LACS_OK)
+    if (rc == LACS_OK && !deltaformer)
         rc = attn_vjp_pass(op, p);
+    if (rc == LACS_OK && deltaformer)
+        rc = deltaformer_vjp(op, p, n_seqs, first_stage_x_is_q != 0);
     if (rc == LACS_OK && (p.dg || p.dg_gamma) &&
         (e = lacs_launch(attn_vjp_gate_kernel, dim3((unsigned)((p.HV + 31) / 32)), dim3(32), 0, p)) != cudaSuccess)
         rc = lacs_cuda_launch_failed(op, "attn_vjp_gate_kernel", e);
