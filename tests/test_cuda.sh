@@ -25,17 +25,14 @@ JOBS=${CUDA_TEST_JOBS:-2}
 PYTHON=/usr/bin/python3
 [ -x "$PYTHON" ] || PYTHON=python3
 status=0
-# the attention forms' gradients builtin:cuda does not declare yet (README.md section 10)
-ATTN_VJP_NOT_DECLARED="path_attn"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 report=$work/report
 
 # A run's report must close with "N passed, 0 failed, S skipped"; skips are refused, or (device: $3 set)
-# allowed only where the device's shared memory is the reason. The gradients builtin:cuda does not declare
-# (lacs_plugin_describe: ATTN_VJP_NOT_DECLARED above, the attention forms' gradients not implemented yet) are not
-# run: their SKIP lines are not skips of its ops. Every other skip is refused.
+# allowed only where the device's shared memory is the reason. builtin:cuda declares every op of the core
+# vectors (lacs_plugin_describe), the attention forms' gradients included: no skip is excused.
 expect_pass() {
     local what=$1 rc=$2 allow_shared_memory_skips=${3:-}
     local summary
@@ -48,7 +45,7 @@ expect_pass() {
     fi
     local odd_skips
     local skips
-    skips=$(grep "^SKIP" "$report" | grep -v -E " ($ATTN_VJP_NOT_DECLARED)_vjp-" || true)
+    skips=$(grep "^SKIP" "$report" || true)
     if [ -n "$allow_shared_memory_skips" ]; then
         odd_skips=$(grep -v "shared memory" <<<"$skips" || true)
     else
@@ -137,7 +134,7 @@ for mutant in "state_bf16:delta_rule,gated_delta_rule,efla:the state kept in bf1
               "mesa_stale_state:mesa_net:o read from the state before the token's update" \
               "vjp_no_erase:delta_rule_vjp,gated_delta_rule_vjp,comba_vjp,efla_vjp:dbeta = du . v, the erase term -du . p dropped" \
               "vjp_dg_of_factor:retention_vjp,simple_gla_vjp,gla_vjp,gated_delta_rule_vjp,comba_vjp:the gate's gradient for the factor exp(g), not the log g" \
-              "attn_vjp_no_row_sum:softmax_attn_vjp,fox_vjp,deltaformer_vjp:the softmax's adjoint dS = P (.) dP, without - D"; do
+              "attn_vjp_no_row_sum:softmax_attn_vjp,fox_vjp,deltaformer_vjp,path_attn_vjp:the softmax's adjoint dS = P (.) dP, without - D"; do
     name=${mutant%%:*}
     rest=${mutant#*:}
     ops=${rest%%:*}
@@ -163,7 +160,7 @@ listed=$(LACS_CUDA_LIBRARY=$EMULATED $LACS list --op rmsnorm 2>/dev/null | grep 
 emulation_only=${listed##*validated under emulation only: }
 missing=""
 for op in linear_attn_vjp retention_vjp simple_gla_vjp gla_vjp delta_rule_vjp gated_delta_rule_vjp comba_vjp efla_vjp \
-          softmax_attn_vjp fox_vjp deltaformer_vjp; do
+          softmax_attn_vjp fox_vjp deltaformer_vjp path_attn_vjp; do
     grep -qE "(^|, )$op(,|$)" <<<"$emulation_only" || missing="$missing $op"
 done
 if [ "$listed" = "$emulation_only" ] || [ -n "$missing" ]; then

@@ -1,6 +1,7 @@
 /* builtin:cuda, the gradients of the attention forms (SPEC.md 4.19;
  * optimized/cuda/README.md section 10): softmax_attn_vjp (H1), fox_vjp
- * (H10: FoX's g or ALiBi's g_gamma) and deltaformer_vjp (H11).
+ * (H10: FoX's g or ALiBi's g_gamma), deltaformer_vjp (H11) and
+ * path_attn_vjp (H12).
  *
  * FlashAttention-2's backward (Dao, arXiv 2307.08691, Algorithm 2) in its
  * simplest deterministic form: no T x T matrix, the weights recomputed from
@@ -54,6 +55,15 @@
  * fla's form, values U) takes it back to the scores. Both stages sequential
  * in the tokens are O(T^2 (K + V)) per (sequence, head) on one CTA.
  *
+ * PaTH (H12), l_ij = scale (q_i . H_i ... H_{j+1} k_j + G_i - G_j): the
+ * reference's adjoint, key by key (SPEC.md 4.19). path_vjp_rows_kernel (a
+ * warp per row) takes the row's statistics from the row's own recurrence
+ * y = H_{j+1} ... H_i q_i; path_vjp_columns_kernel (a warp per (sequence,
+ * value head), the keys one after another) runs each column's recurrence
+ * x_i = H_i x_{i-1} forward (the chain kept in the workspace), dl from the
+ * statistics, then its adjoint back: dq, dk, dw, dbeta, dv, the column sums.
+ * O(T^2 K) per (sequence, head) on one warp.
+ *
  * Tiers: everything is binary32 (bf16 inputs widened exactly, SPEC.md 11.1's
  * bf16 tier with fp32 accumulation); exp is the device's expf.
  *
@@ -106,7 +116,13 @@ struct attn_vjp_params {
     float *du_total;              /* the cotangent of U [tokens][HV][V]: the second stage's, then the first's */
     float *dy_first;              /* the first stage's output cotangent -beta_i du_i [tokens][HV][V] */
     float *weights;               /* [HV][tokens]: one row of B at a time, per (sequence, value head) */
-    float *dv, *dbeta;            /* the outputs; NULL: not asked for */
+    float *dv, *dbeta, *dw;       /* the outputs; NULL: not asked for */
+    /* PaTH (H12) */
+    lacs_view w;                  /* the transitions' vectors [tokens, H, K]; beta [tokens, HV] above */
+    float gate_factor;            /* the gate's factor in the logits: 1 (FoX), scale (PaTH: inside the scale) */
+    float *chain;                 /* [tokens][HV][K]: one column's x_i = H_i ... H_{j+1} k_j */
+    float *da;                    /* [HV][tokens]: one column's scale dl_ij */
+    float *dw_part;               /* [tokens][HV][K] */
 };
 
 /* The first key query i sees (with the gate's hard resets). */
@@ -140,12 +156,10 @@ __device__ __forceinline__ float attn_vjp_dp(const attn_vjp_params &p, int hv, i
     return s;
 }
 
-/* p_ij and dl_ij from the row's statistics: the same bits in the row and the column kernels. */
-__device__ __forceinline__ void attn_vjp_pair(const attn_vjp_params &p, int hv, int h, int64_t i, int64_t j,
-                                              float *weight, float *dl)
+/* p_ij and dl_ij from the logit, dp_ij and the row's statistics (row r = hv tokens + i). */
+__device__ __forceinline__ void attn_vjp_adjoint(const attn_vjp_params &p, int64_t r, int64_t j, float l, float dp,
+                                                 float *weight, float *dl)
 {
-    const int64_t r = (int64_t)hv * p.tokens + i;
-    const float l = attn_vjp_logit(p, hv, h, i, j), dp = attn_vjp_dp(p, hv, i, j);
     if (!p.normalised) { /* EXP: w = exp(l), dl = w dp */
         *weight = expf(l);
         *dl = *weight * dp;
@@ -159,6 +173,14 @@ __device__ __forceinline__ void attn_vjp_pair(const attn_vjp_params &p, int hv, 
         *dl = -w * p.row_shifted[r];
     else
         *dl = w * ((dp - p.row_dp_dominant[r]) - p.row_shifted[r]);
+}
+
+/* p_ij and dl_ij: the same bits in the row and the column kernels. */
+__device__ __forceinline__ void attn_vjp_pair(const attn_vjp_params &p, int hv, int h, int64_t i, int64_t j,
+                                              float *weight, float *dl)
+{
+    attn_vjp_adjoint(p, (int64_t)hv * p.tokens + i, j, attn_vjp_logit(p, hv, h, i, j), attn_vjp_dp(p, hv, i, j),
+                     weight, dl);
 }
 
 /* 1. A warp per (query row i, value head): the row's statistics, then dx_i. */
@@ -316,7 +338,7 @@ __global__ void __launch_bounds__(32) attn_vjp_gate_kernel(attn_vjp_params p)
             run = 0.0f;
         } else {
             run -= p.col_sum[(int64_t)hv * p.tokens + t];
-            value = run;
+            value = p.gate_factor * run;
         }
         if (p.dg)
             p.dg[t * p.HV + hv] = value;
@@ -326,7 +348,8 @@ __global__ void __launch_bounds__(32) attn_vjp_gate_kernel(attn_vjp_params p)
         p.dg_gamma[hv] = total;
 }
 
-/* 4. A thread per (token, q/k head, channel): dq and dk, summed over the head's value heads in value head order. */
+/* 4. A thread per (token, q/k head, channel): dq and dk (and PaTH's dw), summed over the head's value heads in
+ * value head order. */
 __global__ void __launch_bounds__(256) attn_vjp_key_kernel(attn_vjp_params p)
 {
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -334,16 +357,20 @@ __global__ void __launch_bounds__(256) attn_vjp_key_kernel(attn_vjp_params p)
         return;
     const int c = (int)(e % p.K), h = (int)(e / p.K % p.H);
     const int64_t t = e / p.K / p.H;
-    float dq = 0.0f, dk = 0.0f;
+    float dq = 0.0f, dk = 0.0f, dw = 0.0f;
     for (int g = 0; g < p.group; g++) {
         const int64_t part = (t * p.HV + h * p.group + g) * p.K + c;
         dq += p.dq_part[part];
         dk += p.dk_part[part];
+        if (p.dw_part)
+            dw += p.dw_part[part];
     }
     if (p.dq)
         p.dq[e] = dq;
     if (p.dk)
         p.dk[e] = dk;
+    if (p.dw)
+        p.dw[e] = dw;
 }
 
 /* ---- DeltaFormer's first stage (H11): u_i = v_i - beta_i sum_{j<i} B_ij u_j, sequential in the tokens ----
@@ -397,7 +424,7 @@ __device__ void deltaformer_vjp_weights_row(const attn_vjp_params &p, int hv, in
     __syncthreads();
 }
 
-__device__ __forceinline__ void deltaformer_vjp_sequence(const attn_vjp_params &p, int64_t n, int64_t *start,
+__device__ __forceinline__ void attn_vjp_sequence(const attn_vjp_params &p, int64_t n, int64_t *start,
                                                          int64_t *end)
 {
     *start = p.cu_seqlens ? p.cu_seqlens[n] : n * p.T;
@@ -410,7 +437,7 @@ __global__ void __launch_bounds__(ATTN_VJP_THREADS) deltaformer_vjp_values_kerne
     float *red = reinterpret_cast<float *>(lacs_shared_memory());
     const int hv = (int)blockIdx.y, h = hv / p.group, tid = (int)threadIdx.x;
     int64_t start, end;
-    deltaformer_vjp_sequence(p, blockIdx.x, &start, &end);
+    attn_vjp_sequence(p, blockIdx.x, &start, &end);
     float *weights = p.weights + (int64_t)hv * p.tokens + start;
     for (int64_t i = start; i < end; i++) {
         deltaformer_vjp_weights_row(p, hv, h, start, i, weights, red);
@@ -434,7 +461,7 @@ __global__ void __launch_bounds__(ATTN_VJP_THREADS) deltaformer_vjp_first_stage_
     float *red = reinterpret_cast<float *>(lacs_shared_memory());
     const int hv = (int)blockIdx.y, h = hv / p.group, tid = (int)threadIdx.x, n = (int)blockDim.x;
     int64_t start, end;
-    deltaformer_vjp_sequence(p, blockIdx.x, &start, &end);
+    attn_vjp_sequence(p, blockIdx.x, &start, &end);
     float *weights = p.weights + (int64_t)hv * p.tokens + start;
     for (int64_t i = end - 1; i >= start; i--) {
         deltaformer_vjp_weights_row(p, hv, h, start, i, weights, red);
@@ -460,6 +487,167 @@ __global__ void __launch_bounds__(ATTN_VJP_THREADS) deltaformer_vjp_first_stage_
             p.du_total[(j * p.HV + hv) * p.V + c] -= beta * weights[j - start] * p.du_total[row + c];
         }
         __syncthreads(); /* every du_j is updated before row i - 1 reads it, B_i read before it is overwritten */
+    }
+}
+
+/* ---- PaTH (H12): l_ij = scale (q_i . H_i ... H_{j+1} k_j + G_i - G_j), H_t = I - beta_t w_t w_t^T ----
+ * A warp holds a K-vector in registers, lane l channels l, l + 32, ... (8 at most); its dot products are
+ * each lane's terms in channel order, then a warp sum by shuffles (the same in every lane). */
+
+__device__ __forceinline__ float path_vjp_dot(const float *x, lacs_view y, int64_t base, int K, int lane)
+{
+    float s = 0.0f;
+    for (int e = 0; e < attn_vjp_max_channels; e++)
+        if (lane + 32 * e < K)
+            s = fmaf(x[e], lacs_view_at(y, base + lane + 32 * e), s);
+    return lacs_warp_sum(s);
+}
+
+/* x <- H_t x = x - beta_t w_t (w_t . x) (the reference's apply_transition) */
+__device__ __forceinline__ void path_vjp_transition(const attn_vjp_params &p, int hv, int h, int64_t t, float *x,
+                                                    int lane)
+{
+    const int64_t wt = (t * p.H + h) * p.K;
+    const float coef = lacs_view_at(p.beta, t * p.HV + hv) * path_vjp_dot(x, p.w, wt, p.K, lane);
+    for (int e = 0; e < attn_vjp_max_channels; e++)
+        if (lane + 32 * e < p.K)
+            x[e] -= coef * lacs_view_at(p.w, wt + lane + 32 * e);
+}
+
+/* The logit from a = q_i . R_ij k_j: the gate inside the scale (fla's PaTH-FoX). */
+__device__ __forceinline__ float path_vjp_logit(const attn_vjp_params &p, int hv, int64_t i, int64_t j, float a)
+{
+    return p.scale * (p.gate == ATTN_VJP_GATE_PREFIX
+                          ? a + (p.gate_sum[(int64_t)hv * p.tokens + i] - p.gate_sum[(int64_t)hv * p.tokens + j])
+                          : a);
+}
+
+/* 1. A warp per (query row i, value head): the row's statistics (m_i, J_i, Z_i, dp_iJ, S_i, as
+ * attn_vjp_rows_kernel's) from the row's own recurrence q_i . R_ij k_j = (H_{j+1} ... H_i q_i) . k_j, y = q_i
+ * carried from j = i down (H is symmetric); three walks. */
+__global__ void __launch_bounds__(ATTN_VJP_THREADS) path_vjp_rows_kernel(attn_vjp_params p)
+{
+    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, hv = (int)blockIdx.y, h = hv / p.group;
+    const int64_t i = (int64_t)blockIdx.x * ATTN_VJP_WARPS + warp;
+    if (i >= p.tokens || p.seq_start[i] < 0)
+        return; /* the whole warp */
+    const int64_t lo = attn_vjp_first_key(p, hv, i), r = (int64_t)hv * p.tokens + i, qi = (i * p.H + h) * p.K;
+    float y[attn_vjp_max_channels];
+    float m = -INFINITY, Z = 0.0f, S = 0.0f, dpJ = 0.0f;
+    int64_t J = i;
+    for (int walk = 0; walk < 3; walk++) {
+        for (int e = 0; e < attn_vjp_max_channels; e++)
+            y[e] = lane + 32 * e < p.K ? lacs_view_at(p.x, qi + lane + 32 * e) : 0.0f;
+        float sum = 0.0f;
+        for (int64_t j = i; j >= lo; j--) {
+            const float l = path_vjp_logit(p, hv, i, j, path_vjp_dot(y, p.k, (j * p.H + h) * p.K, p.K, lane));
+            if (walk == 0 && l >= m) /* the first of equal maxima: the walk goes down */
+                m = l, J = j;
+            else if (walk == 1)
+                sum += expf(l - m);
+            else if (walk == 2 && j != J)
+                sum += expf(l - m) / Z * (attn_vjp_dp(p, hv, i, j) - dpJ);
+            if (j > lo)
+                path_vjp_transition(p, hv, h, j, y, lane);
+        }
+        if (walk == 1)
+            Z = sum, dpJ = attn_vjp_dp(p, hv, i, J);
+        else if (walk == 2)
+            S = sum;
+    }
+    if (lane == 0) {
+        p.row_max[r] = m;
+        p.row_sum[r] = Z;
+        p.row_dominant[r] = J;
+        p.row_dp_dominant[r] = dpJ;
+        p.row_shifted[r] = S;
+    }
+}
+
+/* 2. A warp (a CTA of 32 threads) per (sequence, value head), the keys one after another: the reference's
+ * adjoint of each column's recurrence x_j = k_j, x_i = H_i x_{i-1}, a_ij = q_i . x_i. Forward over the queries
+ * that see j: x_i (into the chain), l_ij, p_ij and dl_ij from the row's statistics, dv_j, the column sum, and
+ * da_ij = scale dl_ij; then back from the last with dx = 0:
+ *   dx += da_ij q_i,  dq_i += da_ij x_i;  for i > j, c = w_i . x_{i-1}, e = w_i . dx:
+ *   dbeta_i -= e c,  dw_i -= beta_i (c dx + e x_{i-1}),  dx -= beta_i e w_i;  and dk_j += dx.
+ * Every sum into dq_i, dw_i, dbeta_i is this warp's, in key order: deterministic. O(T^2 K) per (sequence, head)
+ * on one warp: correct, not fast. */
+__global__ void __launch_bounds__(32) path_vjp_columns_kernel(attn_vjp_params p)
+{
+    const int lane = (int)threadIdx.x, hv = (int)blockIdx.y, h = hv / p.group;
+    int64_t start, end;
+    attn_vjp_sequence(p, blockIdx.x, &start, &end);
+    float *da = p.da + (int64_t)hv * p.tokens;
+    for (int64_t j = start; j < end; j++) {
+        int64_t last = j; /* the queries that see j: j .. last (hard resets only move forward) */
+        while (last + 1 < end && attn_vjp_first_key(p, hv, last + 1) <= j)
+            last++;
+        float x[attn_vjp_max_channels], dv[attn_vjp_max_channels], column = 0.0f;
+        for (int e = 0; e < attn_vjp_max_channels; e++) {
+            x[e] = lane + 32 * e < p.K ? lacs_view_at(p.k, (j * p.H + h) * p.K + lane + 32 * e) : 0.0f;
+            dv[e] = 0.0f;
+        }
+        for (int64_t i = j; i <= last; i++) {
+            if (i > j)
+                path_vjp_transition(p, hv, h, i, x, lane);
+            const int64_t xi = (i * p.HV + hv) * p.K, yi = (i * p.HV + hv) * p.V;
+            for (int e = 0; e < attn_vjp_max_channels; e++)
+                if (lane + 32 * e < p.K)
+                    p.chain[xi + lane + 32 * e] = x[e]; /* each lane reads back only its own channels */
+            const float l = path_vjp_logit(p, hv, i, j, path_vjp_dot(x, p.x, (i * p.H + h) * p.K, p.K, lane));
+            float weight, dl;
+            attn_vjp_adjoint(p, (int64_t)hv * p.tokens + i, j, l, attn_vjp_dp(p, hv, i, j), &weight, &dl);
+            column += dl;
+            for (int e = 0; e < attn_vjp_max_channels; e++)
+                if (lane + 32 * e < p.V)
+                    dv[e] = fmaf(weight, lacs_view_at(p.dy, yi + lane + 32 * e), dv[e]);
+            if (lane == 0)
+                da[i] = p.scale * dl;
+        }
+        __syncwarp(); /* lane 0's da is written before every lane reads it */
+        float dx[attn_vjp_max_channels];
+        for (int e = 0; e < attn_vjp_max_channels; e++)
+            dx[e] = 0.0f;
+        for (int64_t i = last; i >= j; i--) {
+            const float a = da[i];
+            const int64_t qi = (i * p.H + h) * p.K, xi = (i * p.HV + hv) * p.K;
+            for (int e = 0; e < attn_vjp_max_channels; e++) {
+                const int c = lane + 32 * e;
+                if (c < p.K) {
+                    dx[e] = fmaf(a, lacs_view_at(p.x, qi + c), dx[e]);
+                    p.dx_part[xi + c] = fmaf(a, p.chain[xi + c], p.dx_part[xi + c]);
+                }
+            }
+            if (i == j)
+                break;
+            const int64_t prev = ((i - 1) * p.HV + hv) * p.K, wi = (i * p.H + h) * p.K;
+            float x_prev[attn_vjp_max_channels];
+            for (int e = 0; e < attn_vjp_max_channels; e++)
+                x_prev[e] = lane + 32 * e < p.K ? p.chain[prev + lane + 32 * e] : 0.0f;
+            const float c_dot = path_vjp_dot(x_prev, p.w, wi, p.K, lane), e_dot = path_vjp_dot(dx, p.w, wi, p.K, lane);
+            const float beta = lacs_view_at(p.beta, i * p.HV + hv);
+            if (lane == 0 && p.dbeta)
+                p.dbeta[i * p.HV + hv] -= e_dot * c_dot;
+            for (int e = 0; e < attn_vjp_max_channels; e++) {
+                const int c = lane + 32 * e;
+                if (c < p.K) {
+                    const float w = lacs_view_at(p.w, wi + c);
+                    p.dw_part[xi + c] -= beta * (c_dot * dx[e] + e_dot * x_prev[e]);
+                    dx[e] -= beta * e_dot * w;
+                }
+            }
+        }
+        const int64_t kj = (j * p.HV + hv) * p.K, vj = (j * p.HV + hv) * p.V;
+        for (int e = 0; e < attn_vjp_max_channels; e++) {
+            const int c = lane + 32 * e;
+            if (c < p.K)
+                p.dk_part[kj + c] += dx[e];
+            if (c < p.V && p.dv)
+                p.dv[vj + c] = dv[e];
+        }
+        if (lane == 0)
+            p.col_sum[(int64_t)hv * p.tokens + j] = column;
+        __syncwarp(); /* every lane has read da before lane 0 writes the next column's */
     }
 }
 
@@ -525,17 +713,39 @@ static int deltaformer_vjp(const char *op, attn_vjp_params p, int64_t n_seqs, bo
     return attn_vjp_pass(op, p);
 }
 
+/* PaTH: the rows' statistics, then the columns' adjoint. */
+static int path_vjp(const char *op, const attn_vjp_params &p, int64_t n_seqs)
+{
+    cudaError_t e;
+    const dim3 rows((unsigned)((p.tokens + ATTN_VJP_WARPS - 1) / ATTN_VJP_WARPS), (unsigned)p.HV);
+    if ((e = lacs_launch(path_vjp_rows_kernel, rows, dim3(ATTN_VJP_THREADS), 0, p)) != cudaSuccess)
+        return lacs_cuda_launch_failed(op, "path_vjp_rows_kernel", e);
+    if ((e = lacs_launch(path_vjp_columns_kernel, dim3((unsigned)n_seqs, (unsigned)p.HV), dim3(32), 0, p)) !=
+        cudaSuccess)
+        return lacs_cuda_launch_failed(op, "path_vjp_columns_kernel", e);
+    return LACS_OK;
+}
+
 int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
 {
     const char *op = c->op;
     const bool fox = strcmp(op, "fox_vjp") == 0, deltaformer = strcmp(op, "deltaformer_vjp") == 0;
-    if (!fox && !deltaformer && strcmp(op, "softmax_attn_vjp") != 0)
+    const bool path = strcmp(op, "path_attn_vjp") == 0;
+    if (!fox && !deltaformer && !path && strcmp(op, "softmax_attn_vjp") != 0)
         return lacs_cuda_unsupported(op, "not a gradient of the attention forms builtin:cuda implements");
     const lacs_cuda_tensor *q = lacs_cuda_input(c, "q"), *k = lacs_cuda_input(c, "k"), *v = lacs_cuda_input(c, "v");
     const lacs_cuda_tensor *dout = lacs_cuda_input(c, "do"), *cu = lacs_cuda_input(c, "cu_seqlens");
     const lacs_cuda_tensor *g = lacs_cuda_input(c, "g"), *g_gamma = lacs_cuda_input(c, "g_gamma");
     if (!q || !k || !v || !dout)
         return lacs_cuda_error(LACS_ERR_INPUT, op, "inputs q, k, v and do are required");
+    const lacs_cuda_tensor *beta = lacs_cuda_input(c, "beta");
+    if (path && (!lacs_cuda_input(c, "w") || !beta))
+        return lacs_cuda_error(LACS_ERR_INPUT, op, "inputs w and beta are required");
+    if (path) {
+        const int rc = lacs_cuda_check_path_beta(c, beta);
+        if (rc != LACS_OK)
+            return rc;
+    }
     attn_vjp_params p;
     memset(&p, 0, sizeof p);
     const int64_t T = q->shape[1];
@@ -551,7 +761,17 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
     p.u = lacs_view_of(v);
     p.dy = lacs_view_of(dout);
     p.normalised = 1;
+    p.gate_factor = 1.0f;
     int first_stage_x_is_q = 0;
+    if (path) { /* the gate inside the scale */
+        p.w = lacs_view_of(lacs_cuda_input(c, "w"));
+        p.beta = lacs_view_of(beta);
+        p.cu_seqlens = cu ? (const int64_t *)cu->device : nullptr;
+        p.T = T;
+        p.gate_factor = p.scale;
+        if (g)
+            p.gate = ATTN_VJP_GATE_PREFIX, p.g = lacs_view_of(g);
+    }
     if (deltaformer) {
         const double form = lacs_cuda_param(c, "form", LACS_DELTAFORMER_SOFTMAX);
         if (form != LACS_DELTAFORMER_EXP && form != LACS_DELTAFORMER_SOFTMAX && form != LACS_DELTAFORMER_FLA)
@@ -559,7 +779,7 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
         p.normalised = form != LACS_DELTAFORMER_EXP;
         first_stage_x_is_q = form == LACS_DELTAFORMER_FLA;
         p.v = lacs_view_of(v);
-        p.beta = lacs_view_of(lacs_cuda_input(c, "beta"));
+        p.beta = lacs_view_of(beta);
         p.cu_seqlens = cu ? (const int64_t *)cu->device : nullptr;
         p.T = T;
     }
@@ -573,6 +793,7 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
     p.dg_gamma = attn_vjp_output(c, "dg_gamma");
     float *dv = attn_vjp_output(c, "dv");
     p.dbeta = attn_vjp_output(c, "dbeta");
+    p.dw = attn_vjp_output(c, "dw");
     if (p.tokens == 0 || p.HV == 0)
         return LACS_OK; /* nothing to compute: every gradient is empty or zero (the outputs start zeroed) */
     if (p.K > 32 * attn_vjp_max_channels || p.V > 32 * attn_vjp_max_channels)
@@ -596,15 +817,17 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
     const size_t rows = (size_t)p.HV * (size_t)p.tokens, qk = rows * (size_t)p.K;
     const bool prefix = p.gate == ATTN_VJP_GATE_PREFIX;
     /* the sequences' table; the gates; the rows' statistics; the partials; dv's place when it is not asked for
-     * (DeltaFormer: the second stage's du, which nothing reads); DeltaFormer's U, du, -beta du and B's rows */
+     * (DeltaFormer: the second stage's du, which nothing reads); DeltaFormer's U, du, -beta du and B's rows;
+     * PaTH's chain, da and dw's partials */
     const size_t vs = rows * (size_t)p.V * 4, df = deltaformer ? vs : 0;
-    const size_t bytes[16] = {2 * (size_t)p.tokens * sizeof(int64_t), prefix ? rows * 4 : 0, prefix ? rows * 8 : 0,
+    const size_t bytes[19] = {2 * (size_t)p.tokens * sizeof(int64_t), prefix ? rows * 4 : 0, prefix ? rows * 8 : 0,
                               rows * 4, rows * 4, rows * 4, rows * 4, rows * 8,
                               qk * 4, qk * 4, rows * 4, dv && !deltaformer ? 0 : vs, df, df, df,
-                              deltaformer ? rows * 4 : 0};
-    void *parts[16];
+                              deltaformer ? rows * 4 : 0, path ? qk * 4 : 0, path ? rows * 4 : 0,
+                              path ? qk * 4 : 0};
+    void *parts[19];
     size_t total = 0;
-    if (!lacs_workspace_carve(bytes, parts, 16, &total))
+    if (!lacs_workspace_carve(bytes, parts, 19, &total))
         return lacs_cuda_error(LACS_ERR_MEMORY, op, "out of device memory for the gradients' workspace (%zu bytes)",
                                total);
     p.seq_start = (const int64_t *)parts[0];
@@ -625,7 +848,10 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
     p.du_total = (float *)parts[13];
     p.dy_first = (float *)parts[14];
     p.weights = (float *)parts[15];
-    if (deltaformer)
+    p.chain = (float *)parts[16];
+    p.da = (float *)parts[17];
+    p.dw_part = (float *)parts[18];
+    if (deltaformer || path)
         p.dv = dv;
     int rc = LACS_OK;
     cudaError_t e;
@@ -636,7 +862,8 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
                           cudaMemset(parts[9], 0, bytes[9]) != cudaSuccess ||
                           cudaMemset(parts[10], 0, bytes[10]) != cudaSuccess ||
                           (bytes[11] && cudaMemset(parts[11], 0, bytes[11]) != cudaSuccess) ||
-                          (bytes[13] && cudaMemset(parts[13], 0, bytes[13]) != cudaSuccess)))
+                          (bytes[13] && cudaMemset(parts[13], 0, bytes[13]) != cudaSuccess) ||
+                          (bytes[18] && cudaMemset(parts[18], 0, bytes[18]) != cudaSuccess)))
         rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "cannot clear the gradients' partial sums");
     if (rc == LACS_OK && prefix) {
         const attn_vjp_gate_scan scan = {p.g, cu ? (const int64_t *)cu->device : nullptr, T, p.tokens, p.HV,
@@ -646,8 +873,10 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
                              dim3(256), shared, scan)) != cudaSuccess)
             rc = lacs_cuda_launch_failed(op, "lacs_gate_scan_kernel", e);
     }
-    if (rc == LACS_OK && !deltaformer)
+    if (rc == LACS_OK && !deltaformer && !path)
         rc = attn_vjp_pass(op, p);
+    if (rc == LACS_OK && path)
+        rc = path_vjp(op, p, n_seqs);
     if (rc == LACS_OK && deltaformer)
         rc = deltaformer_vjp(op, p, n_seqs, first_stage_x_is_q != 0);
     if (rc == LACS_OK && (p.dg || p.dg_gamma) &&

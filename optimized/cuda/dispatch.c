@@ -113,7 +113,7 @@ static size_t dtype_size(lacs_dtype dtype)
 }
 
 /* The ops builtin:cuda implements: every forward op of the vectors, the norms' VJPs, the recurrent
- * family's VJPs (README.md section 9) and softmax_attn_vjp, fox_vjp, deltaformer_vjp (section 10); the gradients are validated
+ * family's VJPs (README.md section 9) and the attention forms' VJPs (section 10); the gradients are validated
  * under emulation only until a device runs them. */
 static const char *const implemented_ops[] = {"linear_attn", "linear_attn_postnorm", "retention", "simple_gla", "gla",
                                       "delta_rule", "gated_delta_rule", "comba", "efla", "rmsnorm", "rmsnorm_vjp",
@@ -122,7 +122,7 @@ static const char *const implemented_ops[] = {"linear_attn", "linear_attn_postno
                                       "softcap_vjp", "l2norm", "l2norm_vjp", "linear_attn_vjp",
                                       "retention_vjp", "simple_gla_vjp", "gla_vjp", "delta_rule_vjp",
                                       "gated_delta_rule_vjp", "comba_vjp", "efla_vjp",
-                                      "softmax_attn_vjp", "fox_vjp", "deltaformer_vjp"};
+                                      "softmax_attn_vjp", "fox_vjp", "deltaformer_vjp", "path_attn_vjp"};
 
 static int in_list(const char *op, const char *const *list, size_t n)
 {
@@ -176,8 +176,8 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
                                          &info, &bf16)) != LACS_OK)
         return rc;
     if (!implemented(op))
-        return lacs_cuda_unsupported(op, "builtin:cuda implements the forward ops of the vectors, the norms' VJPs, "
-                                         "the recurrent family's VJPs, softmax_attn_vjp, fox_vjp and deltaformer_vjp");
+        return lacs_cuda_unsupported(op, "builtin:cuda implements the forward ops of the vectors, the norms' VJPs and "
+                                         "the VJPs of the ops on sequences");
     if (info->family != LACS_FAMILY_NORM)
         if ((rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params)) != LACS_OK)
             return rc;
@@ -255,7 +255,7 @@ int lacs_plugin_run(const char *op, const lacs_tensor *inputs, int n_inputs, con
 const char *lacs_cuda_last_error(void) { return lacs_last_error(); }
 
 /* Plugin ABI v1.1's declaration (SPEC.md 11.7): the ops of implemented_ops, both tiers, no flag left out.
- * The checker reads it for builtin:cuda too; path_attn_vjp is not claimed. */
+ * The checker reads it for builtin:cuda too. */
 const lacs_plugin_description *lacs_plugin_describe(void)
 {
     static char ops[1024];
