@@ -183,14 +183,33 @@ __device__ __forceinline__ void attn_vjp_pair(const attn_vjp_params &p, int hv, 
                      weight, dl);
 }
 
+/* A warp's item in the rows and columns kernels (a grid of (tokens / 8, HV) CTAs of 8 warps): its token
+ * (a query row or a key) and value head; false, for the whole warp, past the tokens or outside every
+ * sequence. */
+struct attn_vjp_item {
+    int warp, lane, hv, h;
+    int64_t t;
+};
+
+__device__ __forceinline__ bool attn_vjp_item_of(const attn_vjp_params &p, attn_vjp_item *it)
+{
+    it->warp = (int)threadIdx.x / 32;
+    it->lane = (int)threadIdx.x % 32;
+    it->hv = (int)blockIdx.y;
+    it->h = it->hv / p.group;
+    it->t = (int64_t)blockIdx.x * ATTN_VJP_WARPS + it->warp;
+    return it->t < p.tokens && p.seq_start[it->t] >= 0;
+}
+
 /* 1. A warp per (query row i, value head): the row's statistics, then dx_i. */
 __global__ void __launch_bounds__(ATTN_VJP_THREADS) attn_vjp_rows_kernel(attn_vjp_params p)
 {
     float *shared = reinterpret_cast<float *>(lacs_shared_memory());
-    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, hv = (int)blockIdx.y, h = hv / p.group;
-    const int64_t i = (int64_t)blockIdx.x * ATTN_VJP_WARPS + warp;
-    if (i >= p.tokens || p.seq_start[i] < 0)
+    attn_vjp_item it;
+    if (!attn_vjp_item_of(p, &it))
         return; /* the whole warp */
+    const int warp = it.warp, lane = it.lane, hv = it.hv, h = it.h;
+    const int64_t i = it.t;
     const int64_t lo = attn_vjp_first_key(p, hv, i), hi = p.strict ? i - 1 : i, r = (int64_t)hv * p.tokens + i;
     if (hi < lo)
         return; /* no visible key (a strictly causal pass's first row) */
@@ -274,10 +293,11 @@ __global__ void __launch_bounds__(ATTN_VJP_THREADS) attn_vjp_rows_kernel(attn_vj
 __global__ void __launch_bounds__(ATTN_VJP_THREADS) attn_vjp_columns_kernel(attn_vjp_params p)
 {
     float *shared = reinterpret_cast<float *>(lacs_shared_memory());
-    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, hv = (int)blockIdx.y, h = hv / p.group;
-    const int64_t j = (int64_t)blockIdx.x * ATTN_VJP_WARPS + warp;
-    if (j >= p.tokens || p.seq_start[j] < 0)
+    attn_vjp_item it;
+    if (!attn_vjp_item_of(p, &it))
         return; /* the whole warp */
+    const int warp = it.warp, lane = it.lane, hv = it.hv, h = it.h;
+    const int64_t j = it.t;
     const int64_t first = p.strict ? j + 1 : j, end = p.seq_end[j];
     float *dl_of = shared + warp * 64, *w_of = dl_of + 32;
     float dk[attn_vjp_max_channels], du[attn_vjp_max_channels], column = 0.0f;
@@ -527,10 +547,11 @@ __device__ __forceinline__ float path_vjp_logit(const attn_vjp_params &p, int hv
  * carried from j = i down (H is symmetric); three walks. */
 __global__ void __launch_bounds__(ATTN_VJP_THREADS) path_vjp_rows_kernel(attn_vjp_params p)
 {
-    const int warp = (int)threadIdx.x / 32, lane = (int)threadIdx.x % 32, hv = (int)blockIdx.y, h = hv / p.group;
-    const int64_t i = (int64_t)blockIdx.x * ATTN_VJP_WARPS + warp;
-    if (i >= p.tokens || p.seq_start[i] < 0)
+    attn_vjp_item it;
+    if (!attn_vjp_item_of(p, &it))
         return; /* the whole warp */
+    const int lane = it.lane, hv = it.hv, h = it.h;
+    const int64_t i = it.t;
     const int64_t lo = attn_vjp_first_key(p, hv, i), r = (int64_t)hv * p.tokens + i, qi = (i * p.H + h) * p.K;
     float y[attn_vjp_max_channels];
     float m = -INFINITY, Z = 0.0f, S = 0.0f, dpJ = 0.0f;
@@ -658,16 +679,6 @@ static float *attn_vjp_output(const lacs_cuda_call *c, const char *name)
     lacs_cuda_tensor *t = lacs_cuda_output(c, name);
     return t ? (float *)t->device : nullptr;
 }
-
-/* What lacs_gate_scan_kernel reads and writes, by its names. */
-struct attn_vjp_gate_scan {
-    lacs_view g;
-    const int64_t *cu_seqlens;
-    int64_t T, tokens;
-    int HV;
-    float *gate_sum;
-    int64_t *first_visible;
-};
 
 /* One pass's kernels: the rows (statistics and dx), then the columns (dk, du, the column sums). */
 static int attn_vjp_pass(const char *op, const attn_vjp_params &p)
@@ -866,11 +877,9 @@ int lacs_cuda_attention_vjp(const lacs_cuda_call *c)
                           (bytes[18] && cudaMemset(parts[18], 0, bytes[18]) != cudaSuccess)))
         rc = lacs_cuda_error(LACS_ERR_MEMORY, op, "cannot clear the gradients' partial sums");
     if (rc == LACS_OK && prefix) {
-        const attn_vjp_gate_scan scan = {p.g, cu ? (const int64_t *)cu->device : nullptr, T, p.tokens, p.HV,
-                                         (float *)parts[1], (int64_t *)parts[2]};
-        const size_t shared = lacs_shared_round(256 * sizeof(float)) + 256 * sizeof(int64_t);
-        if ((e = lacs_launch(lacs_gate_scan_kernel<attn_vjp_gate_scan>, dim3((unsigned)n_seqs, (unsigned)p.HV),
-                             dim3(256), shared, scan)) != cudaSuccess)
+        const lacs_gate_scan_args scan = {p.g, cu ? (const int64_t *)cu->device : nullptr, T, p.tokens, p.HV,
+                                          (float *)parts[1], (int64_t *)parts[2]};
+        if ((e = lacs_gate_scan(scan, n_seqs)) != cudaSuccess)
             rc = lacs_cuda_launch_failed(op, "lacs_gate_scan_kernel", e);
     }
     if (rc == LACS_OK && !deltaformer && !path)
