@@ -10,7 +10,7 @@
 #   3. the same under the reverse schedule (LACS_CUDA_EMULATION_SCHEDULE=reverse), which must give the
 #      same bits: every output's error in the two JSON reports equal (a race shows as a difference);
 #   4. the wrong twins (build/liblacs_cuda_mutant.so, LACS_CUDA_MUTANT=<name>), one per family, one
-#      for the per-channel gate, two for the recurrent family's gradients and one for the attention forms',
+#      for the per-channel gate, two for the recurrent family's gradients and two for the attention forms',
 #      each rejected by the vectors of its ops;
 #   5. builtin:cuda on the device: every core vector, passing, the only skips a device's shared-memory
 #      limit; skipped, with the reason, where this machine has no GPU (always in CI) or no nvcc built
@@ -134,7 +134,8 @@ for mutant in "state_bf16:delta_rule,gated_delta_rule,efla:the state kept in bf1
               "mesa_stale_state:mesa_net:o read from the state before the token's update" \
               "vjp_no_erase:delta_rule_vjp,gated_delta_rule_vjp,comba_vjp,efla_vjp:dbeta = du . v, the erase term -du . p dropped" \
               "vjp_dg_of_factor:retention_vjp,simple_gla_vjp,gla_vjp,gated_delta_rule_vjp,comba_vjp:the gate's gradient for the factor exp(g), not the log g" \
-              "attn_vjp_no_row_sum:softmax_attn_vjp,fox_vjp,deltaformer_vjp,path_attn_vjp:the softmax's adjoint dS = P (.) dP, without - D"; do
+              "attn_vjp_no_row_sum:softmax_attn_vjp,fox_vjp,deltaformer_vjp,path_attn_vjp:the softmax's adjoint dS = P (.) dP, without - D" \
+              "attn_vjp_gate_sign:fox_vjp:the gate's gradient dG_t = +(column sum), the key's term with the query's sign"; do
     name=${mutant%%:*}
     rest=${mutant#*:}
     ops=${rest%%:*}

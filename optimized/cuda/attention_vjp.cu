@@ -357,7 +357,10 @@ __global__ void __launch_bounds__(32) attn_vjp_gate_kernel(attn_vjp_params p)
         if (t == start || (p.gate == ATTN_VJP_GATE_PREFIX && p.first_visible[(int64_t)hv * p.tokens + t] == t)) {
             run = 0.0f;
         } else {
-            run -= p.col_sum[(int64_t)hv * p.tokens + t];
+            if (LACS_MUTANT(LACS_MUTANT_ATTN_VJP_GATE_SIGN)) /* the wrong twin: the key's term with the query's sign */
+                run += p.col_sum[(int64_t)hv * p.tokens + t];
+            else
+                run -= p.col_sum[(int64_t)hv * p.tokens + t];
             value = p.gate_factor * run;
         }
         if (p.dg)

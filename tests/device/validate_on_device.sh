@@ -18,8 +18,9 @@
 #      last device run: gated_delta_rule_vjp, fox_vjp and deltaformer_vjp included), each within
 #      SANITIZER_TIMEOUT seconds (default 120): errors and hazards counted;
 #   6. optional: FLA=1 runs tests/device/fla_bench.py (fla's Triton kernels, where installed);
-#      K128=1 generates the full set's K = 128 cases here (CPU), and three gradient vectors at K = 128
-#      and 256 (lacs generate), and checks them on the device.
+#      K128=1 generates the full set's K = 128 cases here (CPU), and five gradient vectors at K = 128
+#      and 256 (lacs generate: three of the recurrent family, softmax_attn_vjp and path_attn_vjp), and
+#      checks them on the device.
 # The closing summary (summary.txt) says PASS or FAIL per step: what the README's section 6 and
 # validated_on_device in optimized/cuda/dispatch.c record.
 set -u
@@ -156,6 +157,10 @@ if [ "${K128:-0}" = 1 ]; then
         timeout 120 $LACS generate --like delta_rule_vjp-varlen --K 128 --V 96 --H 1 --HV 2 --lengths 70,0,130 \
             --h0 --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
         timeout 120 $LACS generate --like gated_delta_rule_vjp-mixed --K 256 --V 40 --T 150 --H 1 --HV 2 --h0 \
+            --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
+        timeout 120 $LACS generate --like softmax_attn_vjp-hv2h --K 128 --V 128 --T 200 --H 1 --HV 2 \
+            --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
+        timeout 120 $LACS generate --like path_attn_vjp-gate --K 128 --V 64 --T 150 --H 1 --HV 2 \
             --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
         $LACS check --impl builtin:cuda --vectors "$OUT/vectors-vjp-k128" --jobs 8 >>"$OUT/vjp-k128.log" 2>&1
     verdict "$( [ $? -eq 0 ] && echo PASS || echo FAIL)" "K = 128 and 256 gradients: $(tail -n 1 "$OUT/vjp-k128.log")"
