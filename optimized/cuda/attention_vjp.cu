@@ -184,37 +184,37 @@ __device__ __forceinline__ void attn_vjp_pair(const attn_vjp_params &p, int hv, 
 }
 
 /* A warp's item in the rows and columns kernels (a grid of (tokens / 8, HV) CTAs of 8 warps): its token
- * (a query row or a key) and value head; false, for the whole warp, past the tokens or outside every
- * sequence. */
+ * (a query row or a key), value head and 64 floats of shared memory; false, for the whole warp, past the
+ * tokens or outside every sequence. */
 struct attn_vjp_item {
-    int warp, lane, hv, h;
+    int lane, hv, h;
     int64_t t;
+    float *scratch;
 };
 
 __device__ __forceinline__ bool attn_vjp_item_of(const attn_vjp_params &p, attn_vjp_item *it)
 {
-    it->warp = (int)threadIdx.x / 32;
+    const int warp = (int)threadIdx.x / 32;
     it->lane = (int)threadIdx.x % 32;
     it->hv = (int)blockIdx.y;
     it->h = it->hv / p.group;
-    it->t = (int64_t)blockIdx.x * ATTN_VJP_WARPS + it->warp;
+    it->t = (int64_t)blockIdx.x * ATTN_VJP_WARPS + warp;
+    it->scratch = reinterpret_cast<float *>(lacs_shared_memory()) + warp * 64;
     return it->t < p.tokens && p.seq_start[it->t] >= 0;
 }
 
 /* 1. A warp per (query row i, value head): the row's statistics, then dx_i. */
 __global__ void __launch_bounds__(ATTN_VJP_THREADS) attn_vjp_rows_kernel(attn_vjp_params p)
 {
-    float *shared = reinterpret_cast<float *>(lacs_shared_memory());
     attn_vjp_item it;
     if (!attn_vjp_item_of(p, &it))
         return; /* the whole warp */
-    const int warp = it.warp, lane = it.lane, hv = it.hv, h = it.h;
-    const int64_t i = it.t;
-    const int64_t lo = attn_vjp_first_key(p, hv, i), hi = p.strict ? i - 1 : i, r = (int64_t)hv * p.tokens + i;
+    const int lane = it.lane, hv = it.hv, h = it.h;
+    const int64_t i = it.t, lo = attn_vjp_first_key(p, hv, i), hi = p.strict ? i - 1 : i;
     if (hi < lo)
         return; /* no visible key (a strictly causal pass's first row) */
-    const int64_t rounds = (hi - lo + 1 + 31) / 32;
-    float *dl_of = shared + warp * 64;
+    const int64_t rounds = (hi - lo + 1 + 31) / 32, r = (int64_t)hv * p.tokens + i;
+    float *dl_of = it.scratch;
 
     if (p.normalised) {
         /* the maximum and its (first) key */
@@ -292,14 +292,12 @@ __global__ void __launch_bounds__(ATTN_VJP_THREADS) attn_vjp_rows_kernel(attn_vj
 /* 2. A warp per (key j, value head): dk_j, du_j and the column sum of dl over the queries that see j. */
 __global__ void __launch_bounds__(ATTN_VJP_THREADS) attn_vjp_columns_kernel(attn_vjp_params p)
 {
-    float *shared = reinterpret_cast<float *>(lacs_shared_memory());
     attn_vjp_item it;
     if (!attn_vjp_item_of(p, &it))
         return; /* the whole warp */
-    const int warp = it.warp, lane = it.lane, hv = it.hv, h = it.h;
-    const int64_t j = it.t;
-    const int64_t first = p.strict ? j + 1 : j, end = p.seq_end[j];
-    float *dl_of = shared + warp * 64, *w_of = dl_of + 32;
+    const int64_t j = it.t, first = p.strict ? j + 1 : j, end = p.seq_end[j];
+    const int lane = it.lane, hv = it.hv, h = it.h;
+    float *dl_of = it.scratch, *w_of = dl_of + 32;
     float dk[attn_vjp_max_channels], du[attn_vjp_max_channels], column = 0.0f;
     for (int e = 0; e < attn_vjp_max_channels; e++)
         dk[e] = du[e] = 0.0f;
