@@ -13,8 +13,9 @@
  * K = V = 128 at >= 0.30 of the GEMM (and at least fla's Triton throughput:
  * tests/device/fla_bench.py); dyt and dyisru at >= 0.80 of the copy. The
  * recurrent family, the softmax attention forms, PaTH and the norms are all
- * measured, and gated_delta_rule_vjp (time and tokens per second, no target);
- * mesa_net (a sequential walk built for correctness) is not.
+ * measured, and gated_delta_rule_vjp (time and tokens per second, no target)
+ * and softmax_attn_vjp bf16 (time and TFLOP/s by 2.5 T^2 (K + V) a head, no
+ * target); mesa_net (a sequential walk built for correctness) is not.
  * Without a device it says why and exits 2: it measures nothing.
  */
 #include <cublas_v2.h>
@@ -396,6 +397,29 @@ static void bench_flash(const char *op, int bf16, int64_t T, int64_t H, int64_t 
     free_tensors(out, 1);
 }
 
+/* softmax_attn_vjp (attention_vjp.cu, README section 10): q, k, v, do; dq, dk, dv. FlashAttention's backward
+ * count, 2.5 times the causal forward's T^2 (K + V) per head (bench_flash's): 2.5 T^2 (K + V). The first
+ * version's kernels recompute every weight on the CUDA cores: no target yet. */
+static void bench_attention_vjp(int bf16, int64_t T, int64_t H, int64_t K, int64_t V, int max_shared, double gemm)
+{
+    const lacs_dtype dt = bf16 ? LACS_BF16 : LACS_F32;
+    const int64_t qk[4] = {1, T, H, K}, vs[4] = {1, T, H, V};
+    lacs_cuda_tensor in[4] = {device_tensor("q", dt, 4, qk, FILL_UNIT_ROWS, K),
+                              device_tensor("k", dt, 4, qk, FILL_UNIT_ROWS, K),
+                              device_tensor("v", dt, 4, vs, FILL_NORMAL, V), device_tensor("do", dt, 4, vs, FILL_NORMAL, V)};
+    lacs_cuda_tensor out[3] = {device_output("dq", 4, qk), device_output("dk", 4, qk), device_output("dv", 4, vs)};
+    lacs_cuda_call c = {"softmax_attn_vjp", bf16, in, 4, nullptr, 0, out, 3, max_shared};
+    const double ms = time_call(lacs_cuda_attention_vjp, &c);
+    if (ms > 0) {
+        const double tflops = 2.5 * (double)T * T * (K + V) * H / (ms * 1e-3) / 1e12;
+        printf("%-20s %-4s T=%lld H=HV=%lld K=%lld V=%lld  %9.3f ms  %7.2f TFLOP/s (2.5 T^2 (K + V))  %.3f x GEMM\n",
+               "softmax_attn_vjp", bf16 ? "bf16" : "fp32", (long long)T, (long long)H, (long long)K, (long long)V, ms,
+               tflops, tflops / gemm);
+    }
+    free_tensors(in, 4);
+    free_tensors(out, 3);
+}
+
 static void bench_path(int bf16, int64_t T, int64_t H, int64_t K, int64_t V, int max_shared, double gemm)
 {
     const lacs_dtype dt = bf16 ? LACS_BF16 : LACS_F32;
@@ -457,6 +481,7 @@ int main(int argc, char **argv)
     bench_flash("softmax_attn", 1, quick ? 1024 : 4096, 16, 128, 128, max_shared, gemm);
     bench_flash("fox", 1, quick ? 1024 : 4096, 16, 128, 128, max_shared, gemm);
     bench_flash("deltaformer", 1, quick ? 512 : 2048, 4, 64, 64, max_shared, gemm);
+    bench_attention_vjp(1, quick ? 1024 : 4096, 16, 128, 128, max_shared, gemm);
     bench_path(1, quick ? 1024 : 4096, 4, 64, 64, max_shared, gemm);
     bench_path(0, quick ? 1024 : 4096, 4, 64, 64, max_shared, gemm);
     return failures ? 1 : 0;

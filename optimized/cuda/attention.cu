@@ -559,8 +559,9 @@ __global__ void __launch_bounds__(PATH_THREADS) path_attend_kernel(path_args a)
 static int round16(int64_t n) { return (int)((n + 15) / 16 * 16); }
 
 /* beta >= 0 (NaN refused), on the host copy: the reference's matrix form
- * absorbs beta as sqrt(beta) w, and every form is checked alike (SPEC 4.12). */
-static int check_beta(const lacs_cuda_call *c, const lacs_cuda_tensor *beta)
+ * absorbs beta as sqrt(beta) w, and every form is checked alike (SPEC 4.12);
+ * path_attn_vjp's too (attention_vjp.cu). */
+int lacs_cuda_check_path_beta(const lacs_cuda_call *c, const lacs_cuda_tensor *beta)
 {
     const int64_t n = lacs_cuda_count(beta);
     for (int64_t i = 0; i < n; i++) {
@@ -664,7 +665,7 @@ static int path_attn(const lacs_cuda_call *c)
         return lacs_cuda_error(LACS_ERR_INPUT, c->op, "q, k, v, w and beta are required");
     if (!o)
         return lacs_cuda_error(LACS_ERR_INPUT, c->op, "output 'o' is required");
-    int rc = check_beta(c, beta);
+    int rc = lacs_cuda_check_path_beta(c, beta);
     if (rc != LACS_OK)
         return rc;
 

@@ -98,4 +98,22 @@ template <typename Args> __global__ void __launch_bounds__(256) lacs_gate_scan_k
     }
 }
 
+/* What lacs_gate_scan_kernel reads and writes, by its names (flash.cu's forward, attention_vjp.cu's
+ * gradients), and its launch: a CTA of 256 threads per (sequence, value head). */
+struct lacs_gate_scan_args {
+    lacs_view g;
+    const int64_t *cu_seqlens;
+    int64_t T, tokens;
+    int HV;
+    float *gate_sum;
+    int64_t *first_visible;
+};
+
+static inline cudaError_t lacs_gate_scan(const lacs_gate_scan_args &a, int64_t n_seqs)
+{
+    const size_t bytes = lacs_shared_round(256 * sizeof(float)) + 256 * sizeof(int64_t);
+    return lacs_launch(lacs_gate_scan_kernel<lacs_gate_scan_args>, dim3((unsigned)n_seqs, (unsigned)a.HV), dim3(256),
+                       bytes, a);
+}
+
 #endif

@@ -65,11 +65,14 @@ int lacs_cuda_unsupported(const char *op, const char *fmt, ...)
 
 /* The families. */
 int lacs_cuda_recurrent(const lacs_cuda_call *c); /* recurrent.cu: the recurrent family */
-int lacs_cuda_recurrent_vjp(const lacs_cuda_call *c); /* recurrent_vjp.cu: delta_rule_vjp, gated_delta_rule_vjp */
+int lacs_cuda_recurrent_vjp(const lacs_cuda_call *c); /* recurrent_vjp.cu: the recurrent family's gradients */
+int lacs_cuda_attention_vjp(const lacs_cuda_call *c); /* attention_vjp.cu: the attention forms' gradients */
 int lacs_cuda_norm(const lacs_cuda_call *c);      /* norms.cu: the norms and their VJPs */
 int lacs_cuda_mesa(const lacs_cuda_call *c);      /* mesa.cu: mesa_net */
 int lacs_cuda_attention(const lacs_cuda_call *c); /* attention.cu: path_attn; the others to flash.cu */
 int lacs_cuda_flash(const lacs_cuda_call *c);     /* flash.cu: softmax_attn, fox, deltaformer */
+/* attention.cu: PaTH's beta >= 0 on the host copy, the reference's message (path_attn, path_attn_vjp) */
+int lacs_cuda_check_path_beta(const lacs_cuda_call *c, const lacs_cuda_tensor *beta);
 
 /* device.cu: the runtime calls dispatch.c makes, each returning 0 or
  * writing the CUDA error's text into why[why_size] and returning -1. */

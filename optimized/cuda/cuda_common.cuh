@@ -367,6 +367,8 @@ enum lacs_cuda_mutant_kind {
     LACS_MUTANT_MESA_STALE_STATE,   /* mesa_net: o read from the states before the token's update */
     LACS_MUTANT_VJP_NO_ERASE,       /* delta rule VJPs: dbeta = du . v, the erase term -du . p dropped */
     LACS_MUTANT_VJP_DG_OF_FACTOR,   /* recurrent VJPs: the gate's gradient taken for the factor exp(g), not g */
+    LACS_MUTANT_ATTN_VJP_NO_ROW_SUM, /* attention VJPs: the softmax's adjoint dS = P (.) dP, without - D */
+    LACS_MUTANT_ATTN_VJP_GATE_SIGN,  /* attention VJPs: dG_t = +(column sum of t), the key's sign for the query's */
 };
 #ifdef LACS_CUDA_MUTANTS
 #ifndef LACS_CUDA_EMULATION

@@ -116,15 +116,17 @@ static size_t dtype_size(lacs_dtype dtype)
     return 0;
 }
 
-/* The ops builtin:cuda implements: every forward op of the vectors, the norms' VJPs and the recurrent
- * family's VJPs (README.md section 9). */
+/* The ops builtin:cuda implements: every forward op of the vectors, the norms' VJPs, the recurrent
+ * family's VJPs (README.md section 9) and the attention forms' VJPs (section 10; validated under emulation
+ * only until a device runs them: validated_on_device does not name them). */
 static const char *const implemented_ops[] = {"linear_attn", "linear_attn_postnorm", "retention", "simple_gla", "gla",
                                       "delta_rule", "gated_delta_rule", "comba", "efla", "rmsnorm", "rmsnorm_vjp",
                                       "dyt", "dyt_vjp", "dyisru", "dyisru_vjp", "path_attn",
                                       "softmax_attn", "fox", "deltaformer", "mesa_net", "softcap",
                                       "softcap_vjp", "l2norm", "l2norm_vjp", "linear_attn_vjp",
                                       "retention_vjp", "simple_gla_vjp", "gla_vjp", "delta_rule_vjp",
-                                      "gated_delta_rule_vjp", "comba_vjp", "efla_vjp"};
+                                      "gated_delta_rule_vjp", "comba_vjp", "efla_vjp",
+                                      "softmax_attn_vjp", "fox_vjp", "deltaformer_vjp", "path_attn_vjp"};
 
 static int in_list(const char *op, const char *const *list, size_t n)
 {
@@ -137,6 +139,14 @@ static int in_list(const char *op, const char *const *list, size_t n)
 static int implemented(const char *op)
 {
     return in_list(op, implemented_ops, sizeof implemented_ops / sizeof implemented_ops[0]);
+}
+
+/* The gradients of the attention forms (attention_vjp.cu, README.md section 10); the other VJPs of the
+ * vectors' sequences are the recurrent family's (recurrent_vjp.cu). */
+static int attention_vjp(const char *op)
+{
+    static const char *const ops[] = {"softmax_attn_vjp", "fox_vjp", "deltaformer_vjp", "path_attn_vjp"};
+    return in_list(op, ops, sizeof ops / sizeof ops[0]);
 }
 
 static void free_tensors(lacs_cuda_tensor *t, int n)
@@ -171,7 +181,7 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
         return rc;
     if (!implemented(op))
         return lacs_cuda_unsupported(op, "builtin:cuda implements the forward ops of the vectors, the norms' VJPs and "
-                                         "the recurrent family's VJPs");
+                                         "the VJPs of the ops on sequences");
     if (info->family != LACS_FAMILY_NORM)
         if ((rc = lacs_builtin_validate_sequences(op, inputs, n_inputs, params, n_params)) != LACS_OK)
             return rc;
@@ -223,7 +233,7 @@ int lacs_cuda_run(const char *op, const lacs_tensor *inputs, int n_inputs, const
             rc = lacs_cuda_mesa(&c);
             break;
         case LACS_FAMILY_VJP:
-            rc = lacs_cuda_recurrent_vjp(&c); /* delta_rule_vjp, gated_delta_rule_vjp; the others unsupported */
+            rc = attention_vjp(op) ? lacs_cuda_attention_vjp(&c) : lacs_cuda_recurrent_vjp(&c);
             break;
         }
         if (rc == LACS_OK && lacs_cuda_synchronize(why, sizeof why) != 0)
@@ -249,7 +259,7 @@ int lacs_plugin_run(const char *op, const lacs_tensor *inputs, int n_inputs, con
 const char *lacs_cuda_last_error(void) { return lacs_last_error(); }
 
 /* Plugin ABI v1.1's declaration (SPEC.md 11.7): the ops of implemented_ops, both tiers, no flag left out.
- * The checker reads it for builtin:cuda too; the gradients of the attention forms are not claimed. */
+ * The checker reads it for builtin:cuda too. */
 const lacs_plugin_description *lacs_plugin_describe(void)
 {
     static char ops[1024];

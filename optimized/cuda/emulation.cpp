@@ -160,7 +160,8 @@ int lacs_cuda_mutant_selected(void)
     static int selected = -1;
     if (selected < 0) {
         static const char *const names[] = {"", "state_bf16", "gate_per_token", "no_rescale", "sech2_from_tanh",
-                                            "mesa_stale_state", "vjp_no_erase", "vjp_dg_of_factor"};
+                                            "mesa_stale_state", "vjp_no_erase", "vjp_dg_of_factor",
+                                            "attn_vjp_no_row_sum", "attn_vjp_gate_sign"};
         const char *name = getenv("LACS_CUDA_MUTANT");
         selected = 0;
         for (int i = 1; name && i < (int)(sizeof names / sizeof names[0]); i++)

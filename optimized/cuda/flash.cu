@@ -357,16 +357,6 @@ static int choose_block(int Kp, int Vp, int op_bytes, int max_shared_bytes, bool
     return 0;
 }
 
-/* What lacs_gate_scan_kernel reads and writes, by its names. */
-struct flash_gate_scan {
-    lacs_view g;
-    const int64_t *cu_seqlens;
-    int64_t T, tokens;
-    int HV;
-    float *gate_sum;
-    int64_t *first_visible;
-};
-
 struct flash_memory {
     flash_block *blocks;
     float *gate_sum;
@@ -400,10 +390,8 @@ static int run_flash(const lacs_cuda_call *c, flash_args a, const std::vector<fl
     a.first_visible = m.first_visible;
     a.u = m.u;
     if (rc == LACS_OK && a.gate == FLASH_GATE_PREFIX) {
-        const flash_gate_scan scan = {a.g, a.cu_seqlens, a.T, a.tokens, a.HV, m.gate_sum, m.first_visible};
-        const size_t bytes = lacs_shared_round(FLASH_THREADS * sizeof(float)) + FLASH_THREADS * sizeof(int64_t);
-        if ((e = lacs_launch(lacs_gate_scan_kernel<flash_gate_scan>, dim3((unsigned)n_seqs, (unsigned)a.HV), threads,
-                             bytes, scan)) != cudaSuccess)
+        const lacs_gate_scan_args scan = {a.g, a.cu_seqlens, a.T, a.tokens, a.HV, m.gate_sum, m.first_visible};
+        if ((e = lacs_gate_scan(scan, n_seqs)) != cudaSuccess)
             rc = lacs_cuda_launch_failed(op, "lacs_gate_scan_kernel", e);
     }
     if (rc == LACS_OK && deltaformer) {

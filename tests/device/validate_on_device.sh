@@ -1,22 +1,26 @@
 #!/bin/bash
-# builtin:cuda's validation on a GPU (optimized/cuda/README.md section 6): one command, about 8 minutes
-# on an H100, every step under a time limit, every log under $OUT (default build/device):
+# builtin:cuda's validation on a GPU (optimized/cuda/README.md section 6): one command, about 6 to 8 minutes
+# on an H100 or H200, every step under a time limit, every log under $OUT (default build/device):
 #
 #     bash tests/device/validate_on_device.sh
 #
 #   1. the device, the driver, the toolkit;
 #   2. the build: liblacs, lacs, and make cuda for this device's architecture only (half the compile);
-#   3. lacs check --impl builtin:cuda over every core vector of every op (628 cases): none may fail, and
-#      only a device's shared-memory limit may skip one (JSON report: check.json, with every output's
+#   3. lacs check --impl builtin:cuda over every core vector of every op (941 cases, the gradients of the
+#      recurrent family and of the attention forms included): none may fail, and only a device's
+#      shared-memory limit may skip one (JSON report: check.json, with every output's
 #      ratio); the worst ratio per op and tier, beside the emulation's (worst_ratios.txt);
 #   4. lacs-bench-cuda (make bench-cuda): cuBLAS and copy anchors, every family's figures;
-#   5. compute-sanitizer memcheck over half the cases and over every case of delta_rule_vjp and
-#      gated_delta_rule_vjp (the recurrent family's gradients share their kernels), racecheck over half those of RACECHECK_OPS (one op of each kernel family new
-#      since the last device run, gated_delta_rule_vjp included), each within SANITIZER_TIMEOUT seconds
-#      (default 120): errors and hazards counted;
+#   5. compute-sanitizer memcheck over half the cases and over every case of delta_rule_vjp,
+#      gated_delta_rule_vjp (the recurrent family's gradients share their kernels), softmax_attn_vjp and
+#      path_attn_vjp (the attention forms' gradients: attention_vjp.cu's flash-style passes and PaTH's
+#      kernels), racecheck over half those of RACECHECK_OPS (one op of each kernel family new since the
+#      last device run: gated_delta_rule_vjp, fox_vjp and deltaformer_vjp included), each within
+#      SANITIZER_TIMEOUT seconds (default 120): errors and hazards counted;
 #   6. optional: FLA=1 runs tests/device/fla_bench.py (fla's Triton kernels, where installed);
-#      K128=1 generates the full set's K = 128 cases here (CPU), and three gradient vectors at K = 128
-#      and 256 (lacs generate), and checks them on the device.
+#      K128=1 generates the full set's K = 128 cases here (CPU), and five gradient vectors at K = 128
+#      and 256 (lacs generate: three of the recurrent family, softmax_attn_vjp and path_attn_vjp), and
+#      checks them on the device.
 # The closing summary (summary.txt) says PASS or FAIL per step: what the README's section 6 and
 # validated_on_device in optimized/cuda/dispatch.c record.
 set -u
@@ -78,10 +82,9 @@ summary_line=$(grep -E '^[0-9]+ passed, ' "$OUT/check.log" | tail -n 1)
 echo "$summary_line (exit $rc)"
 tail -n 1 "$OUT/check.log"
 grep -E "^(FAIL|ERROR|BROKE)" "$OUT/check.log" | head -40
-# the gradients of the attention forms are not claimed (lacs_plugin_describe; those of the recurrent family
-# are): not skips of builtin:cuda's ops
-odd_skips=$(grep "^SKIP" "$OUT/check.log" | grep -v "shared memory" |
-            grep -v -E ' (softmax_attn|fox|deltaformer|path_attn|mesa_net)_vjp-' | head -5)
+# builtin:cuda declares every op of the core vectors (lacs_plugin_describe), the attention forms' gradients
+# included: a skip for any reason but the device's shared memory is odd
+odd_skips=$(grep "^SKIP" "$OUT/check.log" | grep -v "shared memory" | head -5)
 if [ "$rc" -eq 0 ] && grep -q " 0 failed," <<<"$summary_line" && [ -z "$odd_skips" ]; then
     verdict PASS "lacs check --impl builtin:cuda: $summary_line"
 else
@@ -107,15 +110,17 @@ cat "$OUT/bench_cuda.log"
     verdict FAIL "lacs-bench-cuda exit $rc"
 grep -E "target" "$OUT/bench_cuda.log" | sed 's/^/      /' | tee -a "$SUMMARY"
 
-# racecheck (the slower) takes half the cases of one op of each kernel family new since the last device run
-# (gated_delta_rule_vjp: the gradients' kernels, recurrent_vjp.cu, never run on a device yet); memcheck half
-# of every case, then every case of delta_rule_vjp and gated_delta_rule_vjp (the recurrent family's gradients
-# are validated under emulation only until this runs)
-RACECHECK_OPS=${RACECHECK_OPS:-gated_delta_rule,gla,linear_attn,fox,deltaformer,mesa_net,softcap,l2norm,gated_delta_rule_vjp}
+# racecheck (the slower) takes half the cases of one op of each kernel family (fox_vjp and deltaformer_vjp:
+# attention_vjp.cu's passes and DeltaFormer's sequential kernels, never run on a device yet; gated_delta_rule_vjp:
+# recurrent_vjp.cu, racecheck clean on the H200 of 2026-11-28); memcheck half of every case, then every case of
+# softmax_attn_vjp and path_attn_vjp (the attention forms' gradients, validated under emulation only until this
+# runs) and of delta_rule_vjp and gated_delta_rule_vjp (memcheck clean on that H200). With a short lease, name
+# fewer: RACECHECK_OPS=fox_vjp,deltaformer_vjp SANITIZER_RUNS="memcheck-vjp racecheck" (section 6)
+RACECHECK_OPS=${RACECHECK_OPS:-gated_delta_rule,gla,linear_attn,fox,deltaformer,mesa_net,softcap,l2norm,gated_delta_rule_vjp,fox_vjp,deltaformer_vjp}
 for run in $SANITIZER_RUNS; do
     tool=${run%-vjp}
     selection="--shard 1/2"
-    [ $run = memcheck-vjp ] && selection="--op delta_rule_vjp,gated_delta_rule_vjp"
+    [ $run = memcheck-vjp ] && selection="--op delta_rule_vjp,gated_delta_rule_vjp,softmax_attn_vjp,path_attn_vjp"
     [ $run = racecheck ] && selection="--op $RACECHECK_OPS --shard 1/2"
     step "5. compute-sanitizer --tool $tool over $selection (at most $SANITIZER_TIMEOUT s)"
     timeout "$SANITIZER_TIMEOUT" compute-sanitizer --tool $tool --target-processes all --error-exitcode 99 \
@@ -153,6 +158,10 @@ if [ "${K128:-0}" = 1 ]; then
         timeout 120 $LACS generate --like delta_rule_vjp-varlen --K 128 --V 96 --H 1 --HV 2 --lengths 70,0,130 \
             --h0 --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
         timeout 120 $LACS generate --like gated_delta_rule_vjp-mixed --K 256 --V 40 --T 150 --H 1 --HV 2 --h0 \
+            --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
+        timeout 120 $LACS generate --like softmax_attn_vjp-hv2h --K 128 --V 128 --T 200 --H 1 --HV 2 \
+            --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
+        timeout 120 $LACS generate --like path_attn_vjp-gate --K 128 --V 64 --T 150 --H 1 --HV 2 \
             --out "$OUT/vectors-vjp-k128" >>"$OUT/vjp-k128.log" 2>&1 &&
         $LACS check --impl builtin:cuda --vectors "$OUT/vectors-vjp-k128" --jobs 8 >>"$OUT/vjp-k128.log" 2>&1
     verdict "$( [ $? -eq 0 ] && echo PASS || echo FAIL)" "K = 128 and 256 gradients: $(tail -n 1 "$OUT/vjp-k128.log")"
