@@ -145,6 +145,10 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
  * large would not stay there for the next op anyway. */
 #define LACS_CPU_STREAM_BYTES (16.0 * 1024 * 1024)
 
+/* The bytes of a cache line (x86-64): a non-temporal store writes whole lines to memory only when the line
+ * is filled whole, so the streamed outputs are cut on these boundaries. */
+#define LACS_CPU_CACHE_LINE 64
+
 /* The chunk length of the recurrent family's chunk algorithm. */
 #define LACS_CPU_CHUNK 32
 /* The floating-point operations builtin:cpu's algorithm performs for `op` on

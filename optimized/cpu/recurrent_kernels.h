@@ -567,24 +567,34 @@ static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     token_columns p = {r,     qe,         ke,   k, e, v, b, kq, (float)r->scale, h0 ? h0->data : NULL,
                        h0 && h0->dtype == LACS_BF16, base, K, V, r->ht ? (float *)r->ht->data + base : NULL, out};
     /* a state larger than the caches: ht written with non-temporal stores (no read of each line before it is
-     * written), the blocks then starting at ht's first vector boundary (a row's head before it), the same
-     * in every row when a row is whole vectors long (else ordinary stores) */
-    const int stream = p.ht && V % SIMD_LANES == 0 &&
+     * written), the blocks then starting at ht's first cache-line boundary (a row's head before it), the same
+     * in every row when a row is whole lines long (else ordinary stores). A block's row is then whole lines
+     * (2 vectors: one 64-byte line with avx2, two with avx512): a non-temporal store of part of a line, which
+     * the vector alignment alone allowed with avx2's 32-byte vectors, costs a partial write of the line to
+     * memory (10x slower: 22 ms for a 16 MiB state against 2 ms) */
+    const int64_t line = LACS_CPU_CACHE_LINE / (int64_t)sizeof(float);
+    const int stream = p.ht && V % line == 0 && V % SIMD_LANES == 0 &&
                        (double)lacs_tensor_count(r->ht) * sizeof(float) >= LACS_CPU_STREAM_BYTES;
     int64_t j0 = 0;
     if (stream) {
-        const int64_t past = (int64_t)(((uintptr_t)p.ht % (SIMD_LANES * sizeof(float))) / sizeof(float));
-        const int64_t head = past ? (SIMD_LANES - past < V ? SIMD_LANES - past : V) : 0;
-        if (head > 0)
-            token_block(&p, 0, head, 0, 0);
+        const int64_t past = (int64_t)(((uintptr_t)p.ht % LACS_CPU_CACHE_LINE) / sizeof(float));
+        const int64_t head = past ? line - past : 0;
+        for (; j0 < head; j0 += 2 * SIMD_LANES) {
+            const int64_t width = head - j0 < 2 * SIMD_LANES ? head - j0 : 2 * SIMD_LANES;
+            if (width > SIMD_LANES)
+                token_block(&p, j0, width, 1, 0);
+            else
+                token_block(&p, j0, width, 0, 0);
+        }
         j0 = head;
     }
     for (; j0 < V; j0 += 2 * SIMD_LANES) {
         const int64_t width = V - j0 < 2 * SIMD_LANES ? V - j0 : 2 * SIMD_LANES;
+        const int whole_lines = stream && width % line == 0; /* a row's last block, with a head, is not */
         if (width > SIMD_LANES)
-            token_block(&p, j0, width, 1, stream);
+            token_block(&p, j0, width, 1, whole_lines);
         else
-            token_block(&p, j0, width, 0, stream);
+            token_block(&p, j0, width, 0, whole_lines);
     }
     if (stream)
         simd_store_fence();
