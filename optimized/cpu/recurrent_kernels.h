@@ -534,11 +534,10 @@ static inline __attribute__((always_inline)) void token_block(const token_column
  * asked for. The state is read once and written once, the least a step can.
  * e_c = exp(g) (per channel for gk, 1 without decay). Each column's sums
  * run down the rows in order, whatever the blocks. */
-static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t, int64_t hv,
-                            int64_t seq)
+static void recurrent_token(const lacs_cpu_recurrent_op *r, float *scratch, int64_t t, int64_t hv, int64_t seq)
 {
     const int64_t K = r->K, V = r->V, h = hv / (r->HV / r->H), KV = K * V;
-    float *k = w->kq, *q = w->kq + K, *v = w->v, *e = w->G, *qe = w->KQd, *ke = w->KQd + K;
+    float *k = scratch, *q = k + K, *qe = q + K, *ke = qe + K, *e = ke + K, *v = e + K, *out = v + V;
     load_row(r->q, (t * r->H + h) * K, K, q);
     load_row(r->k, (t * r->H + h) * K, K, k);
     load_row(r->v, (t * r->HV + hv) * V, V, v);
@@ -563,7 +562,6 @@ static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 
     const lacs_tensor *h0 = r->h0;
     const int64_t base = (seq * r->HV + hv) * KV;
-    float *out = w->R;
     token_columns p = {r,     qe,         ke,   k, e, v, b, kq, (float)r->scale, h0 ? h0->data : NULL,
                        h0 && h0->dtype == LACS_BF16, base, K, V, r->ht ? (float *)r->ht->data + base : NULL, out};
     /* a state larger than the caches: ht written with non-temporal stores (no read of each line before it is
