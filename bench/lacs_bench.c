@@ -127,6 +127,18 @@ static void print_usage(FILE *f)
             "  measurement) fails; 2 for a bad option.\n");
 }
 
+/* Marks selected[i] for each of the n names equal to `name`; returns whether one was. */
+static int select_name(const char *name, const char *const *names, int n, int *selected)
+{
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) {
+            selected[i] = 1;
+            found = 1;
+        }
+    return found;
+}
+
 static int select_ops(options *opt, const char *list)
 {
     char buffer[512];
@@ -136,13 +148,7 @@ static int select_ops(options *opt, const char *list)
     }
     strcpy(buffer, list);
     for (char *save = NULL, *name = strtok_r(buffer, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        int found = 0;
-        for (int i = 0; i < N_BENCH_OPS; i++)
-            if (strcmp(name, bench_ops[i]) == 0) {
-                opt->op_selected[i] = 1;
-                found = 1;
-            }
-        if (!found) {
+        if (!select_name(name, bench_ops, N_BENCH_OPS, opt->op_selected)) {
             fprintf(stderr, "lacs-bench: --op %s: not one of the benchmarked ops (see --help)\n", name);
             return -1;
         }
@@ -214,13 +220,7 @@ static int parse_options(int argc, char **argv, options *opt)
                     return -1;
                 any_isa = 1;
             } else if (strcmp(a, "--mode") == 0) {
-                int found = 0;
-                for (int m = 0; m < 3; m++)
-                    if (strcmp(value, mode_names[m]) == 0) {
-                        opt->mode_selected[m] = 1;
-                        found = 1;
-                    }
-                if (!found) {
+                if (!select_name(value, mode_names, 3, opt->mode_selected)) {
                     fprintf(stderr, "lacs-bench: --mode %s: not prefill, decode or elementwise\n", value);
                     return -1;
                 }
