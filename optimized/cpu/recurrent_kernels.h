@@ -501,8 +501,10 @@ static inline __attribute__((always_inline)) void token_block(const token_column
               : NULL;
     for (int64_t c = 0; p->h0 && c < K; c++) {
         const vfloat qc = v_set1(p->qe[c]), kc = v_set1(p->ke[c]);
+        /* every line of the block's row: its start and, h0 not being aligned, its last byte's line */
         for (int64_t byte = 0; byte < vectors * SIMD_LANES * size; byte += LACS_CPU_CACHE_LINE)
             simd_prefetch(next + c * row_bytes + byte);
+        simd_prefetch(next + c * row_bytes + vectors * SIMD_LANES * size - 1);
         for (int i = 0; i < vectors; i++) {
             const vfloat s = v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + i * SIMD_LANES, count[i]);
             sq[i] = v_fma(qc, s, sq[i]);
