@@ -91,10 +91,14 @@ static const char *const bench_ops[] = {"delta_rule", "gated_delta_rule", "softm
 #define MAX_ISAS 2
 static const char *const known_isas[MAX_ISAS] = {"avx512", "avx2"};
 
+typedef enum { MODE_PREFILL, MODE_DECODE, MODE_ELEMENTWISE } bench_mode;
+static const char *const mode_names[] = {"prefill", "decode", "elementwise"};
+
 typedef struct {
     int quick;
     int op_selected[N_BENCH_OPS]; /* all 1 unless --op names some */
     int tier_selected[2];         /* [0] fp32, [1] bf16 */
+    int mode_selected[3];         /* prefill, decode, elementwise (bench_mode): all 1 unless --mode names some */
     const char *isas[MAX_ISAS];   /* the instruction sets measured, in this order */
     int n_isas;
 } options;
@@ -102,7 +106,8 @@ typedef struct {
 static void print_usage(FILE *f)
 {
     fprintf(f,
-            "usage: lacs-bench [--quick] [--op OP[,OP...]] [--tier fp32|bf16] [--isa avx512|avx2[,...]] [--help]\n"
+            "usage: lacs-bench [--quick] [--op OP[,OP...]] [--tier fp32|bf16] [--mode MODE] [--isa avx512|avx2[,...]]\n"
+            "                  [--help]\n"
             "  Benchmarks builtin:cpu (lacs_cpu_run) against OpenBLAS sgemm, a stream copy and the\n"
             "  scalar reference, measured in the same run; one `bench ...` line per configuration,\n"
             "  instruction set and tier, then one `target ...` line per goal (bench/README.md).\n"
@@ -112,12 +117,26 @@ static void print_usage(FILE *f)
             "            gated_delta_rule_vjp (the GDN backward, issue 20), softmax_attn_vjp, fox_vjp\n"
             "            (repeatable or comma-separated; default: all)\n"
             "  --tier    fp32 or bf16 (default: both)\n"
+            "  --mode    prefill, decode or elementwise: only the lines of that mode, e.g. --op\n"
+            "            gated_delta_rule --mode decode for the decode lines alone (repeatable; default: all)\n"
             "  --isa     the instruction sets to measure (default: LACS_ISA if set, else every one of\n"
             "            avx512 and avx2 this CPU has)\n"
             "  Environment: LACS_ISA (as --isa), LACS_THREADS (builtin:cpu and the copy),\n"
             "  OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE (the native sgemm anchor, whose kernel the anchor\n"
             "  line names). Exit status: 0, also when builtin:cpu returns unsupported; 1 when it (or a\n"
             "  measurement) fails; 2 for a bad option.\n");
+}
+
+/* Marks selected[i] for each of the n names equal to `name`; returns whether one was. */
+static int select_name(const char *name, const char *const *names, int n, int *selected)
+{
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) {
+            selected[i] = 1;
+            found = 1;
+        }
+    return found;
 }
 
 static int select_ops(options *opt, const char *list)
@@ -129,13 +148,7 @@ static int select_ops(options *opt, const char *list)
     }
     strcpy(buffer, list);
     for (char *save = NULL, *name = strtok_r(buffer, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
-        int found = 0;
-        for (int i = 0; i < N_BENCH_OPS; i++)
-            if (strcmp(name, bench_ops[i]) == 0) {
-                opt->op_selected[i] = 1;
-                found = 1;
-            }
-        if (!found) {
+        if (!select_name(name, bench_ops, N_BENCH_OPS, opt->op_selected)) {
             fprintf(stderr, "lacs-bench: --op %s: not one of the benchmarked ops (see --help)\n", name);
             return -1;
         }
@@ -182,7 +195,7 @@ static int select_isas(options *opt, const char *list, const char *where)
 /* Returns 0, 1 for --help (done), or -1 for a bad option (reported). */
 static int parse_options(int argc, char **argv, options *opt)
 {
-    int any_op = 0, any_tier = 0, any_isa = 0;
+    int any_op = 0, any_tier = 0, any_isa = 0, any_mode = 0;
     memset(opt, 0, sizeof *opt);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -191,7 +204,8 @@ static int parse_options(int argc, char **argv, options *opt)
             return 1;
         } else if (strcmp(a, "--quick") == 0) {
             opt->quick = 1;
-        } else if (strcmp(a, "--op") == 0 || strcmp(a, "--tier") == 0 || strcmp(a, "--isa") == 0) {
+        } else if (strcmp(a, "--op") == 0 || strcmp(a, "--tier") == 0 || strcmp(a, "--isa") == 0 ||
+                   strcmp(a, "--mode") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "lacs-bench: %s needs a value\n", a);
                 return -1;
@@ -205,6 +219,12 @@ static int parse_options(int argc, char **argv, options *opt)
                 if (select_isas(opt, value, "--isa") != 0)
                     return -1;
                 any_isa = 1;
+            } else if (strcmp(a, "--mode") == 0) {
+                if (!select_name(value, mode_names, 3, opt->mode_selected)) {
+                    fprintf(stderr, "lacs-bench: --mode %s: not prefill, decode or elementwise\n", value);
+                    return -1;
+                }
+                any_mode = 1;
             } else if (strcmp(value, "fp32") == 0 || strcmp(value, "bf16") == 0) {
                 opt->tier_selected[strcmp(value, "bf16") == 0] = 1;
                 any_tier = 1;
@@ -221,6 +241,8 @@ static int parse_options(int argc, char **argv, options *opt)
         opt->op_selected[i] = 1;
     if (!any_tier)
         opt->tier_selected[0] = opt->tier_selected[1] = 1;
+    if (!any_mode)
+        opt->mode_selected[0] = opt->mode_selected[1] = opt->mode_selected[2] = 1;
     if (!any_isa) {
         const char *forced = getenv("LACS_ISA");
         if (forced && *forced) {
@@ -243,8 +265,6 @@ static int parse_options(int argc, char **argv, options *opt)
 
 /* ---- configurations ---- */
 
-typedef enum { MODE_PREFILL, MODE_DECODE, MODE_ELEMENTWISE } bench_mode;
-static const char *const mode_names[] = {"prefill", "decode", "elementwise"};
 
 /* How the reference's time grows with T: the recurrent reference is one pass
  * over the tokens (O(T K V)), the attention forms' are O(T^2) (softmax, FoX)
@@ -278,9 +298,9 @@ static op_family family_of(const char *op)
     return FAMILY_NORM;
 }
 
-static int add_config(bench_config *list, int n, bench_config c)
+static int add_config(const options *opt, bench_config *list, int n, bench_config c)
 {
-    if (n < MAX_CONFIGS)
+    if (n < MAX_CONFIGS && opt->mode_selected[c.mode])
         list[n++] = c;
     return n;
 }
@@ -310,26 +330,26 @@ static int build_configs(const options *opt, bench_config *list)
             switch (family_of(op)) {
             case FAMILY_RECURRENT:
                 for (int i = 0; i < n_T; i++)
-                    n = add_config(list, n,
+                    n = add_config(opt, list, n,
                                    (bench_config){op, MODE_PREFILL, bf16, 1, Ts[i], heads, heads, 128, 128,
                                                   Ts[i] >= 16384 ? 1 : 3});
                 if (strcmp(op, "gated_delta_rule") == 0) {
                     /* one sequence, then a batch of 16 sequences, one token each from its h0 */
-                    n = add_config(list, n, (bench_config){op, MODE_DECODE, bf16, 1, 1, heads, heads, 128, 128, 3});
-                    n = add_config(list, n,
+                    n = add_config(opt, list, n, (bench_config){op, MODE_DECODE, bf16, 1, 1, heads, heads, 128, 128, 3});
+                    n = add_config(opt, list, n,
                                    (bench_config){op, MODE_DECODE, bf16, decode_batch, 1, heads, heads, 128, 128, 3});
                 }
                 break;
             case FAMILY_ATTENTION:
                 /* d = 64: H = HV = 4 heads of K = V = 64 */
-                n = add_config(list, n, (bench_config){op, MODE_PREFILL, bf16, 1, attention_T, 4, 4, 64, 64, 3});
+                n = add_config(opt, list, n, (bench_config){op, MODE_PREFILL, bf16, 1, attention_T, 4, 4, 64, 64, 3});
                 break;
             case FAMILY_BACKWARD:
                 /* issue 20: B = 1, T = 4096, H = HV = 16, K = V = 128 */
-                n = add_config(list, n, (bench_config){op, MODE_PREFILL, bf16, 1, attention_T, heads, heads, 128, 128, 3});
+                n = add_config(opt, list, n, (bench_config){op, MODE_PREFILL, bf16, 1, attention_T, heads, heads, 128, 128, 3});
                 break;
             case FAMILY_NORM:
-                n = add_config(list, n,
+                n = add_config(opt, list, n,
                                (bench_config){op, MODE_ELEMENTWISE, bf16, 1, norm_rows, 1, 1, norm_dim, norm_dim, 3});
                 break;
             }

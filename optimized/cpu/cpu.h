@@ -137,6 +137,15 @@ int lacs_cpu_error(int code, const char *op, const char *fmt, ...) __attribute__
 typedef void (*lacs_cpu_task)(void *context, int64_t item, int thread);
 void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void *context);
 
+/* As lacs_cpu_parallel_for, but the items are cut into one contiguous range
+ * per thread taking part, each thread runs its own range first, in order
+ * (thread t the t-th: the same items on the same thread from call to call,
+ * so that its part of a state stays in that core's cache), then takes the
+ * items still left in the other ranges (a thread that wakes late, or is
+ * preempted on a loaded machine, leaves its items to the others, who do not
+ * wait for it). For many short items of equal work: a decode step. */
+void lacs_cpu_parallel_split(int threads, int64_t n_items, lacs_cpu_task fn, void *context);
+
 /* ---- figures for the bench ---- */
 
 /* Outputs from this size up are written with non-temporal stores where a
@@ -144,6 +153,10 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
  * half the 32 MiB L3 of the machine the kernels were tuned on, an output this
  * large would not stay there for the next op anyway. */
 #define LACS_CPU_STREAM_BYTES (16.0 * 1024 * 1024)
+
+/* The bytes of a cache line (x86-64): a non-temporal store writes whole lines to memory only when the line
+ * is filled whole, so the streamed outputs are cut on these boundaries. */
+#define LACS_CPU_CACHE_LINE 64
 
 /* The chunk length of the recurrent family's chunk algorithm. */
 #define LACS_CPU_CHUNK 32

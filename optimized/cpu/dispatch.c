@@ -143,16 +143,32 @@ static int check_threads_env(void)
  * are handed out by an atomic counter, in order, as threads free up. After
  * fork() the child starts with no pool (its threads stay in the parent); at
  * exit or unload the workers are stopped and joined. */
+#define POOL_MAX_WORKERS 1023
+
 typedef struct {
     lacs_cpu_task fn;
     void *context;
     int64_t n_items;
     int threads;
     atomic_llong next;
+    /* lacs_cpu_parallel_split: one contiguous range of items per thread taking part (job.threads, final
+     * before any thread reads it), the next item of each handed out by its own counter (from 0) */
+    int split;
+    atomic_llong taken[POOL_MAX_WORKERS + 1];
 } parallel_job;
 
 static void run_items(parallel_job *job, int thread)
 {
+    if (job->split) { /* its own range first, then what is left of the ranges after it, item by item */
+        const int ranges = job->threads;
+        for (int i = 0; i < ranges; i++) {
+            const int range = (thread + i) % ranges;
+            const int64_t from = job->n_items * range / ranges, to = job->n_items * (range + 1) / ranges;
+            for (int64_t item; (item = from + atomic_fetch_add(&job->taken[range], 1)) < to;)
+                job->fn(job->context, item, thread);
+        }
+        return;
+    }
     for (;;) {
         const long long item = atomic_fetch_add(&job->next, 1);
         if (item >= job->n_items)
@@ -160,8 +176,6 @@ static void run_items(parallel_job *job, int thread)
         job->fn(job->context, (int64_t)item, thread);
     }
 }
-
-#define POOL_MAX_WORKERS 1023
 
 static struct {
     pthread_mutex_t busy;        /* held by the caller whose job the pool runs */
@@ -285,7 +299,7 @@ static void run_on_own_threads(parallel_job *job)
         pthread_join(ids[t], NULL);
 }
 
-void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void *context)
+static void run_job(int threads, int64_t n_items, lacs_cpu_task fn, void *context, int split)
 {
     if (threads > n_items)
         threads = (int)(n_items > 0 ? n_items : 1);
@@ -293,8 +307,10 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
         threads = 1;
     if (threads > POOL_MAX_WORKERS + 1)
         threads = POOL_MAX_WORKERS + 1;
-    parallel_job job = {.fn = fn, .context = context, .n_items = n_items, .threads = threads};
+    parallel_job job = {.fn = fn, .context = context, .n_items = n_items, .threads = threads, .split = split};
     atomic_init(&job.next, 0);
+    for (int t = 0; t < threads; t++)
+        atomic_init(&job.taken[t], 0);
     if (threads == 1) {
         run_items(&job, 0);
         return;
@@ -328,6 +344,16 @@ void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void 
     pool.job = NULL;
     pthread_mutex_unlock(&pool.lock);
     pthread_mutex_unlock(&pool.busy);
+}
+
+void lacs_cpu_parallel_for(int threads, int64_t n_items, lacs_cpu_task fn, void *context)
+{
+    run_job(threads, n_items, fn, context, 0);
+}
+
+void lacs_cpu_parallel_split(int threads, int64_t n_items, lacs_cpu_task fn, void *context)
+{
+    run_job(threads, n_items, fn, context, 1);
 }
 
 /* ---- shared helpers ---- */

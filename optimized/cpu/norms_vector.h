@@ -739,6 +739,9 @@ static double norms_sum_of_squares(const void *x, int bf16, int64_t n)
 {
     vdouble lo = vd_zero(), hi = vd_zero();
     for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        /* the row's first pass, from memory: fetched ahead (into the next row at the end of this one), as the
+         * hardware prefetcher starts over at each 4 KiB page of a row */
+        prefetch_ahead(x, i * (bf16 ? 2 : 4));
         const vfloat v = v_load_any(x, bf16, i, n - i);
         const vdouble v_lo = vd_half(v, 0), v_hi = vd_half(v, 1);
         lo = vd_fma(v_lo, v_lo, lo);
@@ -752,6 +755,7 @@ static double norms_weighted_dot(const void *x, const void *dy, int bf16, const 
     vdouble sum = vd_zero();
     for (int64_t i = 0; i < n; i += SIMD_LANES) {
         const int64_t count = n - i;
+        prefetch_ahead(dy, i * (bf16 ? 2 : 4)); /* dy's first pass, from memory (x is in cache by now) */
         sum = add_triple_products(sum, v_load_any(x, bf16, i, count), v_load_first(weight + i, count),
                                   v_load_any(dy, bf16, i, count), vm_first(count));
     }

@@ -11,6 +11,7 @@
  * instruction set), which README.md section 2 writes out.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,22 +71,60 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
 
 /* ---- one (sequence, value head) ---- */
 
+static int run_token(const lacs_cpu_recurrent_op *r, const lacs_cpu_recurrent_kernels *kernels, int64_t t,
+                     int64_t hv, int64_t seq);
+
 typedef struct {
     const lacs_cpu_recurrent_op *r;
     const lacs_cpu_recurrent_kernels *kernels;
-    lacs_cpu_recurrent_workspace *workspaces;
+    lacs_cpu_recurrent_workspace *workspaces; /* NULL for a decode step (every sequence one token) */
+    atomic_int out_of_memory;                 /* a step's scratch could not be allocated */
 } recurrent_job;
+
+/* A decode step's (sequence, value head): the recurrent step alone, no chunk workspace. */
+static void run_decode_head(void *context, int64_t item, int thread)
+{
+    (void)thread;
+    recurrent_job *job = context;
+    const lacs_cpu_recurrent_op *r = job->r;
+    const int64_t seq = item / r->HV, hv = item % r->HV;
+    int64_t start;
+    lacs_cpu_sequences(r->call, r->T, seq, &start);
+    if (run_token(r, job->kernels, start, hv, seq) != 0)
+        atomic_store(&job->out_of_memory, 1);
+}
+
+/* Scratch on the stack for the recurrent step up to this many floats (16 KiB: K = V = 512), so that a decode
+ * step allocates nothing; larger heads take it from the heap, a cost small beside their K V work. */
+#define TOKEN_STACK_FLOATS 4096
+
+/* The recurrent step of token t (a sequence of one token): it reads h0 and writes ht itself. Returns 0, or -1
+ * when its scratch could not be allocated (then nothing is written). */
+static int run_token(const lacs_cpu_recurrent_op *r, const lacs_cpu_recurrent_kernels *kernels, int64_t t,
+                     int64_t hv, int64_t seq)
+{
+    const int64_t floats = LACS_CPU_TOKEN_SCRATCH(r->K, r->V);
+    float stack[TOKEN_STACK_FLOATS];
+    float *scratch = floats <= TOKEN_STACK_FLOATS ? stack : malloc((size_t)floats * sizeof(float));
+    if (!scratch)
+        return -1;
+    kernels->token(r, scratch, t, hv, seq);
+    if (scratch != stack)
+        free(scratch);
+    return 0;
+}
 
 static void run_sequence_head(void *context, int64_t item, int thread)
 {
-    const recurrent_job *job = context;
+    recurrent_job *job = context;
     const lacs_cpu_recurrent_op *r = job->r;
     lacs_cpu_recurrent_workspace *w = &job->workspaces[thread];
     const int64_t seq = item / r->HV, hv = item % r->HV, KV = r->K * r->V;
     int64_t start;
     const int64_t length = lacs_cpu_sequences(r->call, r->T, seq, &start);
-    if (length == 1) { /* decoding: the recurrent step reads h0 and writes ht itself */
-        job->kernels->token(r, w, start, hv, seq);
+    if (length == 1) {
+        if (run_token(r, job->kernels, start, hv, seq) != 0)
+            atomic_store(&job->out_of_memory, 1);
         return;
     }
     if (r->h0)
@@ -168,6 +207,24 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
     }
     const int64_t items = r.n_seqs * r.HV;
     const int threads = c->threads < items ? c->threads : (int)items;
+    int decode = 1; /* every sequence one token: a decode step */
+    for (int64_t seq = 0; seq < r.n_seqs && decode; seq++) {
+        int64_t start;
+        decode = lacs_cpu_sequences(c, r.T, seq, &start) == 1;
+    }
+    if (decode) {
+        /* README.md section 2: no chunk workspace (the step reads h0 and writes ht directly, its scratch on
+         * the stack), and each thread the same contiguous part of the (sequence, head) items, hence of the
+         * state, from step to step: a step allocated 17 arrays per thread and handed the items out one by
+         * one, which kept the second thread from paying */
+        recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = NULL};
+        atomic_init(&job.out_of_memory, 0);
+        lacs_cpu_parallel_split(threads, items, run_decode_head, &job);
+        if (atomic_load(&job.out_of_memory))
+            return lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for the step's scratch (K = %lld, V = %lld)",
+                                  (long long)r.K, (long long)r.V);
+        return LACS_OK;
+    }
     lacs_cpu_recurrent_workspace *workspaces = calloc((size_t)(threads > 0 ? threads : 1), sizeof *workspaces);
     if (!workspaces)
         return lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for %d workspaces", threads);
@@ -176,7 +233,11 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
         rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V);
     if (rc == LACS_OK) {
         recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces};
+        atomic_init(&job.out_of_memory, 0);
         lacs_cpu_parallel_for(threads, items, run_sequence_head, &job);
+        if (atomic_load(&job.out_of_memory))
+            rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for the step's scratch (K = %lld, V = %lld)",
+                                (long long)r.K, (long long)r.V);
     } else
         rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for the chunk workspaces (K = %lld, V = %lld)",
                             (long long)r.K, (long long)r.V);

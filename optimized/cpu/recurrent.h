@@ -48,6 +48,9 @@ typedef struct {
 int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V);
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w);
 
+/* The floats of the recurrent step's scratch: k, q, e (.) q, e (.) k and e [K each]; v and the output [V each]. */
+#define LACS_CPU_TOKEN_SCRATCH(K, V) (5 * (K) + 2 * (V))
+
 /* The kernels of one instruction set. */
 typedef struct {
     const char *isa;
@@ -59,9 +62,10 @@ typedef struct {
                   int64_t hv, int64_t next);
     /* The recurrent step for a sequence of one token t (value head hv,
      * sequence seq): reads the state from h0 (zeros without it), writes the
-     * output and, when asked for, ht. */
-    void (*token)(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t, int64_t hv,
-                  int64_t seq);
+     * output and, when asked for, ht. `scratch`: LACS_CPU_TOKEN_SCRATCH(K, V)
+     * floats (the token's rows and gates; the state itself is read from h0
+     * and written to ht directly, no copy). */
+    void (*token)(const lacs_cpu_recurrent_op *r, float *scratch, int64_t t, int64_t hv, int64_t seq);
 } lacs_cpu_recurrent_kernels;
 
 extern const lacs_cpu_recurrent_kernels lacs_cpu_recurrent_kernels_scalar;

@@ -466,39 +466,59 @@ typedef struct {
     float *ht, *out; /* ht: NULL when not asked for */
 } token_columns;
 
-/* Columns j0 .. j0 + width - 1 (width <= 2 SIMD_LANES; `two`: more than one
- * vector, a constant where this is inlined) of the step: the first sweep
- * down the rows forms (e (.) q)^T S and S^T k in registers; u and o for these
- * columns; the second sweep writes ht's columns, the block (K rows of at
- * most 2 vectors: 16 KiB at K = 128) read again from L1. stream: ht's vectors
- * here are aligned, written with non-temporal stores. */
+/* The vectors of columns a block of the step takes: 4 (64 columns with avx512, 32 with avx2), so that the first
+ * sweep keeps 8 independent FMA chains in flight (an FMA's latency is 4 cycles, 2 issue per cycle: with 2
+ * vectors, 4 chains, a row took twice the cycles its FMAs need; the avx2 step ran at 0.14 ms for a 1 MiB state,
+ * in cache), and a row of the block is whole cache lines (128 or 256 bytes of fp32). */
+#define TOKEN_BLOCK_VECTORS 4
+
+/* Columns j0 .. j0 + width - 1 of the step, `vectors` vectors of them
+ * ((vectors - 1) SIMD_LANES < width <= vectors SIMD_LANES; a constant where
+ * this is inlined): the first sweep down the rows forms (e (.) q)^T S and
+ * S^T k in registers; u and o for these columns; the second sweep writes
+ * ht's columns, the block (K rows of at most TOKEN_BLOCK_VECTORS vectors:
+ * 32 KiB at K = 128 with avx512) read again from L1. stream: ht's vectors
+ * here are whole cache lines, written with non-temporal stores. */
 static inline __attribute__((always_inline)) void token_block(const token_columns *p, int64_t j0, int64_t width,
-                                                              int two, int stream)
+                                                              int vectors, int stream)
 {
-    const int64_t K = p->K, V = p->V, count0 = width < SIMD_LANES ? width : SIMD_LANES, count1 = width - SIMD_LANES;
-    vfloat sq0 = v_zero(), sk0 = v_zero(), sq1 = v_zero(), sk1 = v_zero();
+    const int64_t K = p->K, V = p->V;
+    int64_t count[TOKEN_BLOCK_VECTORS];
+    vfloat sq[TOKEN_BLOCK_VECTORS], sk[TOKEN_BLOCK_VECTORS], u[TOKEN_BLOCK_VECTORS];
+    for (int i = 0; i < vectors; i++) {
+        const int64_t left = width - i * SIMD_LANES;
+        count[i] = left < SIMD_LANES ? left : SIMD_LANES;
+        sq[i] = v_zero();
+        sk[i] = v_zero();
+    }
+    /* the next block's row c (the next head's, after a row's last block: a thread's heads are contiguous in
+     * h0, lacs_cpu_parallel_split) is fetched while this row is summed: a block's rows are V elements apart, a
+     * stride the hardware prefetchers follow too late, and a batch's states come from memory (a prefetch past
+     * the end of h0 does not fault) */
+    const int64_t size = p->h0_bf16 ? 2 : 4, row_bytes = V * size;
+    const char *const next =
+        p->h0 ? (const char *)p->h0 + (j0 + width < V ? (p->base + j0 + width) * size : (p->base + K * V) * size)
+              : NULL;
     for (int64_t c = 0; p->h0 && c < K; c++) {
         const vfloat qc = v_set1(p->qe[c]), kc = v_set1(p->ke[c]);
-        const vfloat s0 = v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0, count0);
-        sq0 = v_fma(qc, s0, sq0);
-        sk0 = v_fma(kc, s0, sk0);
-        if (two) {
-            const vfloat s1 = v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + SIMD_LANES, count1);
-            sq1 = v_fma(qc, s1, sq1);
-            sk1 = v_fma(kc, s1, sk1);
+        /* every line of the block's row: its start and, h0 not being aligned, its last byte's line */
+        for (int64_t byte = 0; byte < vectors * SIMD_LANES * size; byte += LACS_CPU_CACHE_LINE)
+            simd_prefetch(next + c * row_bytes + byte);
+        simd_prefetch(next + c * row_bytes + vectors * SIMD_LANES * size - 1);
+        for (int i = 0; i < vectors; i++) {
+            const vfloat s = v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + i * SIMD_LANES, count[i]);
+            sq[i] = v_fma(qc, s, sq[i]);
+            sk[i] = v_fma(kc, s, sk[i]);
         }
     }
     /* u = b (v - S^T k), or v; o = scale (sq + u kq) */
     const int correct = p->r->step != STEP_NONE;
     const vfloat b = v_set1(p->b), kq = v_set1(p->kq), scale = v_set1(p->scale);
-    const vfloat v0 = v_load_first(p->v + j0, count0);
-    const vfloat u0 = correct ? v_mul(b, v_sub(v0, sk0)) : v0;
-    v_store_first(p->out + j0, v_mul(scale, v_fma(u0, kq, sq0)), count0);
-    vfloat u1 = v_zero();
-    if (two) {
-        const vfloat v1 = v_load_first(p->v + j0 + SIMD_LANES, count1);
-        u1 = correct ? v_mul(b, v_sub(v1, sk1)) : v1;
-        v_store_first(p->out + j0 + SIMD_LANES, v_mul(scale, v_fma(u1, kq, sq1)), count1);
+    for (int i = 0; i < vectors; i++) {
+        const int64_t j = j0 + i * SIMD_LANES;
+        const vfloat v = v_load_first(p->v + j, count[i]);
+        u[i] = correct ? v_mul(b, v_sub(v, sk[i])) : v;
+        v_store_first(p->out + j, v_mul(scale, v_fma(u[i], kq, sq[i])), count[i]);
     }
     if (!p->ht)
         return;
@@ -506,20 +526,40 @@ static inline __attribute__((always_inline)) void token_block(const token_column
     for (int64_t c = 0; c < K; c++) {
         const vfloat ec = v_set1(p->e[c]), kc = v_set1(p->k[c]);
         float *row = p->ht + c * V + j0;
-        const vfloat s0 = p->h0 ? v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0, count0) : v_zero();
-        const vfloat h0v = v_fma(ec, s0, v_mul(kc, u0));
-        if (stream && count0 == SIMD_LANES)
-            v_stream(row, h0v);
-        else
-            v_store_first(row, h0v, count0);
-        if (two) {
-            const vfloat s1 =
-                p->h0 ? v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + SIMD_LANES, count1) : v_zero();
-            const vfloat h1v = v_fma(ec, s1, v_mul(kc, u1));
-            if (stream && count1 == SIMD_LANES)
-                v_stream(row + SIMD_LANES, h1v);
+        for (int i = 0; i < vectors; i++) {
+            const vfloat s =
+                p->h0 ? v_load_any(p->h0, p->h0_bf16, p->base + c * V + j0 + i * SIMD_LANES, count[i]) : v_zero();
+            const vfloat h = v_fma(ec, s, v_mul(kc, u[i]));
+            if (stream)
+                v_stream(row + i * SIMD_LANES, h);
             else
-                v_store_first(row + SIMD_LANES, h1v, count1);
+                v_store_first(row + i * SIMD_LANES, h, count[i]);
+        }
+    }
+}
+
+/* token_block over columns j0 .. j1 - 1, by blocks of TOKEN_BLOCK_VECTORS vectors (the last narrower), each
+ * inlined with its count of vectors a constant. stream: every block but a narrower last one is whole lines
+ * (j0 on a line, the width a multiple of it); a last block that is not takes ordinary stores. */
+static inline void token_blocks(const token_columns *p, int64_t j0, int64_t j1, int stream)
+{
+    const int64_t line = LACS_CPU_CACHE_LINE / (int64_t)sizeof(float);
+    for (; j0 < j1; j0 += TOKEN_BLOCK_VECTORS * SIMD_LANES) {
+        const int64_t width = j1 - j0 < TOKEN_BLOCK_VECTORS * SIMD_LANES ? j1 - j0 : TOKEN_BLOCK_VECTORS * SIMD_LANES;
+        const int whole_lines = stream && width % line == 0 && width % SIMD_LANES == 0;
+        switch ((width + SIMD_LANES - 1) / SIMD_LANES) {
+        case 1:
+            token_block(p, j0, width, 1, whole_lines);
+            break;
+        case 2:
+            token_block(p, j0, width, 2, whole_lines);
+            break;
+        case 3:
+            token_block(p, j0, width, 3, whole_lines);
+            break;
+        default:
+            token_block(p, j0, width, 4, whole_lines);
+            break;
         }
     }
 }
@@ -534,11 +574,10 @@ static inline __attribute__((always_inline)) void token_block(const token_column
  * asked for. The state is read once and written once, the least a step can.
  * e_c = exp(g) (per channel for gk, 1 without decay). Each column's sums
  * run down the rows in order, whatever the blocks. */
-static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t, int64_t hv,
-                            int64_t seq)
+static void recurrent_token(const lacs_cpu_recurrent_op *r, float *scratch, int64_t t, int64_t hv, int64_t seq)
 {
     const int64_t K = r->K, V = r->V, h = hv / (r->HV / r->H), KV = K * V;
-    float *k = w->kq, *q = w->kq + K, *v = w->v, *e = w->G, *qe = w->KQd, *ke = w->KQd + K;
+    float *k = scratch, *q = k + K, *qe = q + K, *ke = qe + K, *e = ke + K, *v = e + K, *out = v + V;
     load_row(r->q, (t * r->H + h) * K, K, q);
     load_row(r->k, (t * r->H + h) * K, K, k);
     load_row(r->v, (t * r->HV + hv) * V, V, v);
@@ -563,29 +602,24 @@ static void recurrent_token(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 
     const lacs_tensor *h0 = r->h0;
     const int64_t base = (seq * r->HV + hv) * KV;
-    float *out = w->R;
     token_columns p = {r,     qe,         ke,   k, e, v, b, kq, (float)r->scale, h0 ? h0->data : NULL,
                        h0 && h0->dtype == LACS_BF16, base, K, V, r->ht ? (float *)r->ht->data + base : NULL, out};
     /* a state larger than the caches: ht written with non-temporal stores (no read of each line before it is
-     * written), the blocks then starting at ht's first vector boundary (a row's head before it), the same
-     * in every row when a row is whole vectors long (else ordinary stores) */
-    const int stream = p.ht && V % SIMD_LANES == 0 &&
+     * written), the blocks then starting at ht's first cache-line boundary (a row's head before it), the same
+     * in every row when a row is whole lines long (else ordinary stores). A block's row is then whole lines
+     * (token_blocks): a non-temporal store of part of a line, which the vector alignment alone allowed with
+     * avx2's 32-byte vectors, costs a partial write of the line to memory (10x slower: 22 ms for a 16 MiB
+     * state against 2.7 ms) */
+    const int64_t line = LACS_CPU_CACHE_LINE / (int64_t)sizeof(float);
+    const int stream = p.ht && V % line == 0 && V % SIMD_LANES == 0 &&
                        (double)lacs_tensor_count(r->ht) * sizeof(float) >= LACS_CPU_STREAM_BYTES;
-    int64_t j0 = 0;
+    int64_t head = 0;
     if (stream) {
-        const int64_t past = (int64_t)(((uintptr_t)p.ht % (SIMD_LANES * sizeof(float))) / sizeof(float));
-        const int64_t head = past ? (SIMD_LANES - past < V ? SIMD_LANES - past : V) : 0;
-        if (head > 0)
-            token_block(&p, 0, head, 0, 0);
-        j0 = head;
+        const int64_t past = (int64_t)(((uintptr_t)p.ht % LACS_CPU_CACHE_LINE) / sizeof(float));
+        head = past ? line - past : 0;
+        token_blocks(&p, 0, head, 0);
     }
-    for (; j0 < V; j0 += 2 * SIMD_LANES) {
-        const int64_t width = V - j0 < 2 * SIMD_LANES ? V - j0 : 2 * SIMD_LANES;
-        if (width > SIMD_LANES)
-            token_block(&p, j0, width, 1, stream);
-        else
-            token_block(&p, j0, width, 0, stream);
-    }
+    token_blocks(&p, head, V, stream);
     if (stream)
         simd_store_fence();
     store_outputs(r, out, t, 1, hv);
