@@ -6,7 +6,7 @@
  *
  * This file is the op: its parameters and inputs, the sequences, the
  * threads (one task per (sequence, value head)) and their workspaces of
- * O(C (K + V) + C^2 + K V) floats each, nothing that grows with T. The
+ * O(C (K + V) + C^2 + 8 K V) floats each, nothing that grows with T. The
  * arithmetic is the kernels' (recurrent_kernels.h, one algorithm built per
  * instruction set), which README.md section 2 writes out.
  */
@@ -20,7 +20,7 @@
 
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
 {
-    float *floats[] = {w->S, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv, w->KQd, w->R, w->U,
+    float *floats[] = {w->states, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv, w->KQd, w->R, w->U,
                        w->Vp, w->Kl, w->KlT, w->KQK};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         free(floats[i]);
@@ -36,7 +36,8 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     const size_t C = LACS_CPU_CHUNK, k = (size_t)K, v = (size_t)V;
     const size_t k_even = (k + 1) / 2 * 2, c_even = (C + 1) / 2 * 2;
     memset(w, 0, sizeof *w);
-    w->S = malloc(k * v * sizeof(float));
+    w->states = malloc(LACS_CPU_HEAD_GROUP * k * v * sizeof(float));
+    w->S = w->states;
     w->kq = malloc(2 * C * k * sizeof(float));
     w->v = malloc(C * v * sizeof(float));
     w->G = malloc(C * k * sizeof(float));
@@ -59,7 +60,7 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->k16 = malloc(k_even * C * sizeof(uint16_t));
     w->s16 = malloc(k_even * v * sizeof(uint16_t));
     w->b16 = malloc(c_even * v * sizeof(uint16_t));
-    if (!w->S || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P || !w->Tinv ||
+    if (!w->states || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P || !w->Tinv ||
         !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->a16 || !w->k16 || !w->s16 ||
         !w->b16) {
         lacs_cpu_recurrent_workspace_free(w);
@@ -74,31 +75,52 @@ typedef struct {
     const lacs_cpu_recurrent_op *r;
     const lacs_cpu_recurrent_kernels *kernels;
     lacs_cpu_recurrent_workspace *workspaces;
+    int64_t group, groups; /* heads per task (the last of a sequence may have fewer), tasks per sequence */
 } recurrent_job;
 
-static void run_sequence_head(void *context, int64_t item, int thread)
+/* One task: value heads hv0 .. hv0 + heads - 1 of one sequence, chunk by
+ * chunk and, within a chunk, head by head. A token's rows of consecutive
+ * heads are adjacent in q, k, v and o (the layout [B, T, H, K]), so the
+ * task reads and writes runs of heads x K elements where one head alone
+ * would take K elements every H K (a stride the hardware prefetchers do not
+ * follow): the rows of the next head are the next cache lines. Each head's
+ * state and arithmetic are those of the head alone (results do not depend
+ * on the grouping or the threads). */
+static void run_sequence_heads(void *context, int64_t item, int thread)
 {
     const recurrent_job *job = context;
     const lacs_cpu_recurrent_op *r = job->r;
     lacs_cpu_recurrent_workspace *w = &job->workspaces[thread];
-    const int64_t seq = item / r->HV, hv = item % r->HV, KV = r->K * r->V;
+    const int64_t seq = item / job->groups, hv0 = item % job->groups * job->group, KV = r->K * r->V;
+    const int64_t heads = r->HV - hv0 < job->group ? r->HV - hv0 : job->group;
     int64_t start;
     const int64_t length = lacs_cpu_sequences(r->call, r->T, seq, &start);
     if (length == 1) { /* decoding: the recurrent step reads h0 and writes ht itself */
-        job->kernels->token(r, w, start, hv, seq);
+        for (int64_t j = 0; j < heads; j++)
+            job->kernels->token(r, w, start, hv0 + j, seq);
         return;
     }
-    if (r->h0)
-        lacs_cpu_tensor_row(r->h0, (seq * r->HV + hv) * KV, KV, w->S);
-    else
-        memset(w->S, 0, (size_t)KV * sizeof *w->S);
+    for (int64_t j = 0; j < heads; j++) {
+        float *S = w->states + j * KV;
+        if (r->h0)
+            lacs_cpu_tensor_row(r->h0, (seq * r->HV + hv0 + j) * KV, KV, S);
+        else
+            memset(S, 0, (size_t)KV * sizeof *S);
+    }
     for (int64_t t0 = start; t0 < start + length; t0 += LACS_CPU_CHUNK) {
         const int64_t n = start + length - t0 < LACS_CPU_CHUNK ? start + length - t0 : LACS_CPU_CHUNK;
         const int64_t after = start + length - t0 - n;
-        job->kernels->chunk(r, w, t0, n, hv, after < LACS_CPU_CHUNK ? after : LACS_CPU_CHUNK);
+        for (int64_t j = 0; j < heads; j++) {
+            /* next: this chunk of the next head, or the next chunk of the first */
+            const lacs_cpu_chunk_ahead ahead = j + 1 < heads
+                ? (lacs_cpu_chunk_ahead){t0, n, hv0 + j + 1}
+                : (lacs_cpu_chunk_ahead){t0 + n, after < LACS_CPU_CHUNK ? after : LACS_CPU_CHUNK, hv0};
+            w->S = w->states + j * KV;
+            job->kernels->chunk(r, w, t0, n, hv0 + j, &ahead);
+        }
     }
     if (r->ht)
-        memcpy((float *)r->ht->data + (seq * r->HV + hv) * KV, w->S, (size_t)KV * sizeof *w->S);
+        memcpy((float *)r->ht->data + (seq * r->HV + hv0) * KV, w->states, (size_t)(heads * KV) * sizeof *w->S);
 }
 
 static const lacs_cpu_recurrent_kernels *kernels_for(lacs_cpu_isa isa)
@@ -166,7 +188,11 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
         }
         return LACS_OK;
     }
-    const int64_t items = r.n_seqs * r.HV;
+    /* heads per task: as many as leave a task per thread, at most LACS_CPU_HEAD_GROUP (their states stay
+     * in the core's L2: 8 x 64 KiB at K = V = 128) */
+    int64_t group = r.n_seqs * r.HV / (c->threads > 0 ? c->threads : 1);
+    group = group < 1 ? 1 : group > LACS_CPU_HEAD_GROUP ? LACS_CPU_HEAD_GROUP : group;
+    const int64_t groups = (r.HV + group - 1) / group, items = r.n_seqs * groups;
     const int threads = c->threads < items ? c->threads : (int)items;
     lacs_cpu_recurrent_workspace *workspaces = calloc((size_t)(threads > 0 ? threads : 1), sizeof *workspaces);
     if (!workspaces)
@@ -175,8 +201,9 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
     for (int t = 0; t < threads && rc == LACS_OK; t++)
         rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V);
     if (rc == LACS_OK) {
-        recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces};
-        lacs_cpu_parallel_for(threads, items, run_sequence_head, &job);
+        recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces, .group = group,
+                             .groups = groups};
+        lacs_cpu_parallel_for(threads, items, run_sequence_heads, &job);
     } else
         rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for the chunk workspaces (K = %lld, V = %lld)",
                             (long long)r.K, (long long)r.V);

@@ -280,7 +280,7 @@ static void store_outputs(const lacs_cpu_recurrent_op *r, const float *O, int64_
 }
 
 static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
-                            int64_t hv, int64_t next)
+                            int64_t hv, const lacs_cpu_chunk_ahead *ahead)
 {
     const int64_t K = r->K, V = r->V;
     const int channel = r->gate == GATE_CHANNEL, decays = r->gate != GATE_NONE, correct = r->step != STEP_NONE;
@@ -347,11 +347,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     for (int64_t i = 0; i < n; i++) {
         /* the next chunk's row i, fetched while this one is computed (a row at a time, among other work): a
          * head's rows are H K or HV V elements apart, a stride the hardware prefetchers do not follow */
-        if (i < next) {
-            const int64_t t = t0 + n + i, h = hv / (r->HV / r->H);
+        if (i < ahead->n) {
+            const int64_t t = ahead->t0 + i, h = ahead->hv / (r->HV / r->H);
             prefetch_row(r->q, (t * r->H + h) * K, K);
             prefetch_row(r->k, (t * r->H + h) * K, K);
-            prefetch_row(r->v, (t * r->HV + hv) * V, V);
+            prefetch_row(r->v, (t * r->HV + ahead->hv) * V, V);
         }
         if (channel) {
             exp_row(K, Gr + i * K, Kd + i * K);
