@@ -20,7 +20,7 @@
 
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
 {
-    float *floats[] = {w->states, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv, w->KQd, w->R, w->U,
+    float *floats[] = {w->states, w->S_packed, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv, w->KQd, w->R, w->U,
                        w->Vp, w->Kl, w->KlT, w->KQK};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         free(floats[i]);
@@ -31,13 +31,14 @@ void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
     memset(w, 0, sizeof *w);
 }
 
-int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V)
+int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, size_t packed_state)
 {
     const size_t C = LACS_CPU_CHUNK, k = (size_t)K, v = (size_t)V;
     const size_t k_even = (k + 1) / 2 * 2, c_even = (C + 1) / 2 * 2;
     memset(w, 0, sizeof *w);
     w->states = malloc(LACS_CPU_HEAD_GROUP * k * v * sizeof(float));
     w->S = w->states;
+    w->S_packed = malloc((packed_state > 0 ? packed_state : 1) * sizeof(float));
     w->kq = malloc(2 * C * k * sizeof(float));
     w->v = malloc(C * v * sizeof(float));
     w->G = malloc(C * k * sizeof(float));
@@ -60,7 +61,7 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->k16 = malloc(k_even * C * sizeof(uint16_t));
     w->s16 = malloc(k_even * v * sizeof(uint16_t));
     w->b16 = malloc(c_even * v * sizeof(uint16_t));
-    if (!w->states || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P || !w->Tinv ||
+    if (!w->states || !w->S_packed || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P || !w->Tinv ||
         !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->a16 || !w->k16 || !w->s16 ||
         !w->b16) {
         lacs_cpu_recurrent_workspace_free(w);
@@ -199,7 +200,7 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
         return lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for %d workspaces", threads);
     int rc = LACS_OK;
     for (int t = 0; t < threads && rc == LACS_OK; t++)
-        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V);
+        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V, c->gemm->packed_b_size(r.K, r.V));
     if (rc == LACS_OK) {
         recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces, .group = group,
                              .groups = groups};
