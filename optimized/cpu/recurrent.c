@@ -5,7 +5,8 @@
  * it), with a recurrent step for sequences of one token (decoding).
  *
  * This file is the op: its parameters and inputs, the sequences, the
- * threads (one task per (sequence, value head)) and their workspaces of
+ * threads (one task per sequence and group of up to LACS_CPU_HEAD_GROUP
+ * value heads) and their workspaces of
  * O(C (K + V) + C^2 + 8 K V) floats each, nothing that grows with T. The
  * arithmetic is the kernels' (recurrent_kernels.h, one algorithm built per
  * instruction set), which README.md section 2 writes out.
@@ -20,8 +21,8 @@
 
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
 {
-    float *floats[] = {w->states, w->S_packed, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv, w->KQd, w->R, w->U,
-                       w->Vp, w->Kl, w->KlT, w->KQK};
+    float *floats[] = {w->states, w->S_packed, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv,
+                       w->KQd, w->R, w->U, w->Vp, w->Kl, w->KlT, w->KQK};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         free(floats[i]);
     free(w->a16);
@@ -61,9 +62,9 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->k16 = malloc(k_even * C * sizeof(uint16_t));
     w->s16 = malloc(k_even * v * sizeof(uint16_t));
     w->b16 = malloc(c_even * v * sizeof(uint16_t));
-    if (!w->states || !w->S_packed || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P || !w->Tinv ||
-        !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->a16 || !w->k16 || !w->s16 ||
-        !w->b16) {
+    if (!w->states || !w->S_packed || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P ||
+        !w->Tinv || !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->a16 || !w->k16 ||
+        !w->s16 || !w->b16) {
         lacs_cpu_recurrent_workspace_free(w);
         return LACS_ERR_MEMORY;
     }

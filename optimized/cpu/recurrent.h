@@ -27,8 +27,8 @@ typedef struct {
     lacs_tensor *o, *ht;
 } lacs_cpu_recurrent_op;
 
-/* One thread's workspace: O(C (K + V) + C^2 + LACS_CPU_HEAD_GROUP K V) floats (C = LACS_CPU_CHUNK),
- * nothing that grows with T. */
+/* One thread's workspace: O(C (K + V) + C^2 + LACS_CPU_HEAD_GROUP K V) floats
+ * (C = LACS_CPU_CHUNK), nothing that grows with T. */
 typedef struct {
     float *S;                  /* K x V: the state of the head the chunk computes (one of `states`) */
     float *states;             /* LACS_CPU_HEAD_GROUP x K x V: the states of a task's heads */
