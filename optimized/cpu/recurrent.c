@@ -5,8 +5,9 @@
  * it), with a recurrent step for sequences of one token (decoding).
  *
  * This file is the op: its parameters and inputs, the sequences, the
- * threads (one task per (sequence, value head)) and their workspaces of
- * O(C (K + V) + C^2 + K V) floats each, nothing that grows with T. The
+ * threads (one task per sequence and group of up to LACS_CPU_HEAD_GROUP
+ * value heads) and their workspaces of
+ * O(C (K + V) + C^2 + 8 K V) floats each, nothing that grows with T. The
  * arithmetic is the kernels' (recurrent_kernels.h, one algorithm built per
  * instruction set), which README.md section 2 writes out.
  */
@@ -21,8 +22,8 @@
 
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
 {
-    float *floats[] = {w->S, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv, w->KQd, w->R, w->U,
-                       w->Vp, w->Kl, w->KlT, w->KQK};
+    float *floats[] = {w->states, w->S_packed, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv,
+                       w->KQd, w->R, w->U, w->Vp, w->Kl, w->KlT, w->KQK};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         free(floats[i]);
     free(w->a16);
@@ -32,12 +33,14 @@ void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
     memset(w, 0, sizeof *w);
 }
 
-int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V)
+int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, size_t packed_state)
 {
     const size_t C = LACS_CPU_CHUNK, k = (size_t)K, v = (size_t)V;
     const size_t k_even = (k + 1) / 2 * 2, c_even = (C + 1) / 2 * 2;
     memset(w, 0, sizeof *w);
-    w->S = malloc(k * v * sizeof(float));
+    w->states = malloc(LACS_CPU_HEAD_GROUP * k * v * sizeof(float));
+    w->S = w->states;
+    w->S_packed = malloc((packed_state > 0 ? packed_state : 1) * sizeof(float));
     w->kq = malloc(2 * C * k * sizeof(float));
     w->v = malloc(C * v * sizeof(float));
     w->G = malloc(C * k * sizeof(float));
@@ -60,9 +63,9 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->k16 = malloc(k_even * C * sizeof(uint16_t));
     w->s16 = malloc(k_even * v * sizeof(uint16_t));
     w->b16 = malloc(c_even * v * sizeof(uint16_t));
-    if (!w->S || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P || !w->Tinv ||
-        !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->a16 || !w->k16 || !w->s16 ||
-        !w->b16) {
+    if (!w->states || !w->S_packed || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P ||
+        !w->Tinv || !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->a16 || !w->k16 ||
+        !w->s16 || !w->b16) {
         lacs_cpu_recurrent_workspace_free(w);
         return LACS_ERR_MEMORY;
     }
@@ -78,7 +81,8 @@ typedef struct {
     const lacs_cpu_recurrent_op *r;
     const lacs_cpu_recurrent_kernels *kernels;
     lacs_cpu_recurrent_workspace *workspaces; /* NULL for a decode step (every sequence one token) */
-    atomic_int out_of_memory;                 /* a step's scratch could not be allocated */
+    int64_t group, groups; /* heads per task (the last of a sequence may have fewer), tasks per sequence */
+    atomic_int out_of_memory; /* a step's scratch could not be allocated */
 } recurrent_job;
 
 /* A decode step's (sequence, value head): the recurrent step alone, no chunk workspace. */
@@ -114,30 +118,50 @@ static int run_token(const lacs_cpu_recurrent_op *r, const lacs_cpu_recurrent_ke
     return 0;
 }
 
-static void run_sequence_head(void *context, int64_t item, int thread)
+/* One task: value heads hv0 .. hv0 + heads - 1 of one sequence, chunk by
+ * chunk and, within a chunk, head by head. A token's rows of consecutive
+ * heads are adjacent in q, k, v and o (the layout [B, T, H, K]), so the
+ * task reads and writes runs of heads x K elements where one head alone
+ * would take K elements every H K (a stride the hardware prefetchers do not
+ * follow): the rows of the next head are the next cache lines. Each head's
+ * state and arithmetic are those of the head alone (results do not depend
+ * on the grouping or the threads). */
+static void run_sequence_heads(void *context, int64_t item, int thread)
 {
     recurrent_job *job = context;
     const lacs_cpu_recurrent_op *r = job->r;
     lacs_cpu_recurrent_workspace *w = &job->workspaces[thread];
-    const int64_t seq = item / r->HV, hv = item % r->HV, KV = r->K * r->V;
+    const int64_t seq = item / job->groups, hv0 = item % job->groups * job->group, KV = r->K * r->V;
+    const int64_t heads = r->HV - hv0 < job->group ? r->HV - hv0 : job->group;
     int64_t start;
     const int64_t length = lacs_cpu_sequences(r->call, r->T, seq, &start);
-    if (length == 1) {
-        if (run_token(r, job->kernels, start, hv, seq) != 0)
-            atomic_store(&job->out_of_memory, 1);
+    if (length == 1) { /* a one-token sequence in a call with longer ones: the recurrent step per head */
+        for (int64_t j = 0; j < heads; j++)
+            if (run_token(r, job->kernels, start, hv0 + j, seq) != 0)
+                atomic_store(&job->out_of_memory, 1);
         return;
     }
-    if (r->h0)
-        lacs_cpu_tensor_row(r->h0, (seq * r->HV + hv) * KV, KV, w->S);
-    else
-        memset(w->S, 0, (size_t)KV * sizeof *w->S);
+    for (int64_t j = 0; j < heads; j++) {
+        float *S = w->states + j * KV;
+        if (r->h0)
+            lacs_cpu_tensor_row(r->h0, (seq * r->HV + hv0 + j) * KV, KV, S);
+        else
+            memset(S, 0, (size_t)KV * sizeof *S);
+    }
     for (int64_t t0 = start; t0 < start + length; t0 += LACS_CPU_CHUNK) {
         const int64_t n = start + length - t0 < LACS_CPU_CHUNK ? start + length - t0 : LACS_CPU_CHUNK;
         const int64_t after = start + length - t0 - n;
-        job->kernels->chunk(r, w, t0, n, hv, after < LACS_CPU_CHUNK ? after : LACS_CPU_CHUNK);
+        for (int64_t j = 0; j < heads; j++) {
+            /* next: this chunk of the next head, or the next chunk of the first */
+            const lacs_cpu_chunk_ahead ahead = j + 1 < heads
+                ? (lacs_cpu_chunk_ahead){t0, n, hv0 + j + 1}
+                : (lacs_cpu_chunk_ahead){t0 + n, after < LACS_CPU_CHUNK ? after : LACS_CPU_CHUNK, hv0};
+            w->S = w->states + j * KV;
+            job->kernels->chunk(r, w, t0, n, hv0 + j, &ahead);
+        }
     }
     if (r->ht)
-        memcpy((float *)r->ht->data + (seq * r->HV + hv) * KV, w->S, (size_t)KV * sizeof *w->S);
+        memcpy((float *)r->ht->data + (seq * r->HV + hv0) * KV, w->states, (size_t)(heads * KV) * sizeof *w->S);
 }
 
 static const lacs_cpu_recurrent_kernels *kernels_for(lacs_cpu_isa isa)
@@ -205,14 +229,14 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
         }
         return LACS_OK;
     }
-    const int64_t items = r.n_seqs * r.HV;
-    const int threads = c->threads < items ? c->threads : (int)items;
     int decode = 1; /* every sequence one token: a decode step */
     for (int64_t seq = 0; seq < r.n_seqs && decode; seq++) {
         int64_t start;
         decode = lacs_cpu_sequences(c, r.T, seq, &start) == 1;
     }
     if (decode) {
+        const int64_t items = r.n_seqs * r.HV; /* (sequence, value head) */
+        const int threads = c->threads < items ? c->threads : (int)items;
         /* README.md section 2: no chunk workspace (the step reads h0 and writes ht directly, its scratch on
          * the stack), and each thread the same contiguous part of the (sequence, head) items, hence of the
          * state, from step to step: a step allocated 17 arrays per thread and handed the items out one by
@@ -225,16 +249,23 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
                                   (long long)r.K, (long long)r.V);
         return LACS_OK;
     }
+    /* heads per task: as many as leave a task per thread, at most LACS_CPU_HEAD_GROUP (their states stay
+     * in the core's L2: 8 x 64 KiB at K = V = 128) */
+    int64_t group = r.n_seqs * r.HV / (c->threads > 0 ? c->threads : 1);
+    group = group < 1 ? 1 : group > LACS_CPU_HEAD_GROUP ? LACS_CPU_HEAD_GROUP : group;
+    const int64_t groups = (r.HV + group - 1) / group, items = r.n_seqs * groups;
+    const int threads = c->threads < items ? c->threads : (int)items;
     lacs_cpu_recurrent_workspace *workspaces = calloc((size_t)(threads > 0 ? threads : 1), sizeof *workspaces);
     if (!workspaces)
         return lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for %d workspaces", threads);
     int rc = LACS_OK;
     for (int t = 0; t < threads && rc == LACS_OK; t++)
-        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V);
+        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V, c->gemm->packed_b_size(r.K, r.V));
     if (rc == LACS_OK) {
-        recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces};
+        recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces, .group = group,
+                             .groups = groups};
         atomic_init(&job.out_of_memory, 0);
-        lacs_cpu_parallel_for(threads, items, run_sequence_head, &job);
+        lacs_cpu_parallel_for(threads, items, run_sequence_heads, &job);
         if (atomic_load(&job.out_of_memory))
             rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for the step's scratch (K = %lld, V = %lld)",
                                 (long long)r.K, (long long)r.V);

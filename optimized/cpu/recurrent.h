@@ -27,10 +27,12 @@ typedef struct {
     lacs_tensor *o, *ht;
 } lacs_cpu_recurrent_op;
 
-/* One thread's workspace: O(C (K + V) + C^2 + K V) floats (C = LACS_CPU_CHUNK),
- * nothing that grows with T. */
+/* One thread's workspace: O(C (K + V) + C^2 + LACS_CPU_HEAD_GROUP K V) floats
+ * (C = LACS_CPU_CHUNK), nothing that grows with T. */
 typedef struct {
-    float *S;                  /* K x V: the state */
+    float *S;                  /* K x V: the state of the head the chunk computes (one of `states`) */
+    float *states;             /* LACS_CPU_HEAD_GROUP x K x V: the states of a task's heads */
+    float *S_packed;           /* S packed once per chunk (the GEMM table's pack_b) for its two products */
     float *kq;                 /* 2C x K: the chunk's rows of k (rows 0 .. n-1), then of q (n .. 2n-1) */
     float *v;                  /* C x V: the chunk's rows of v */
     float *G, *Gr;             /* C x Kg (Kg = K per channel, else 1): inclusive log-decay sums, the rows' Gr */
@@ -45,21 +47,32 @@ typedef struct {
     uint16_t *a16, *k16, *s16, *b16; /* bf16 operands: a left operand; K^T, S and a right operand packed */
 } lacs_cpu_recurrent_workspace;
 
-int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V);
+/* packed_state: the floats of S packed (the GEMM table's packed_b_size(K, V)). */
+int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, size_t packed_state);
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w);
 
 /* The floats of the recurrent step's scratch: k, q, e (.) q, e (.) k and e [K each]; v and the output [V each]. */
 #define LACS_CPU_TOKEN_SCRATCH(K, V) (5 * (K) + 2 * (V))
+
+/* Heads per task at most (recurrent.c): a task walks its sequence chunk by
+ * chunk and, within a chunk, head by head, so that the rows it reads and
+ * writes next lie next to those it just did (README.md section 2). */
+#define LACS_CPU_HEAD_GROUP 8
+
+/* The chunk a task computes after this one (fetched ahead): n tokens from t0
+ * (flattened) of value head hv; n = 0: none. */
+typedef struct {
+    int64_t t0, n, hv;
+} lacs_cpu_chunk_ahead;
 
 /* The kernels of one instruction set. */
 typedef struct {
     const char *isa;
     /* The chunk of n tokens t0 .. t0 + n - 1 (flattened axis) of value head
      * hv, from the state w->S, which it updates; writes the chunk's outputs.
-     * `next`: the tokens of the sequence's next chunk (0 for its last), whose
-     * rows it may fetch ahead. */
+     * `ahead`: the chunk computed next, whose rows it may fetch ahead. */
     void (*chunk)(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
-                  int64_t hv, int64_t next);
+                  int64_t hv, const lacs_cpu_chunk_ahead *ahead);
     /* The recurrent step for a sequence of one token t (value head hv,
      * sequence seq): reads the state from h0 (zeros without it), writes the
      * output and, when asked for, ht. `scratch`: LACS_CPU_TOKEN_SCRATCH(K, V)

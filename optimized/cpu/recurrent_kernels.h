@@ -13,7 +13,7 @@
  *   A   = b_i exp(Gr_i - G_j) k_i . k_j   (j < i)       one product K K^T
  *   P   = scale exp(G_i - G_j) q_i . k_j   (j <= i)     one product Q K^T
  *   [Kd; Qd] = [b_i exp(Gr_i) k_i ; scale exp(G_i) q_i]
- *   [R; O] = [Kd; Qd] S                                 one product, 2n x V x K
+ *   [R; O] = [Kd; Qd] S                                 two products on S packed once, O into o
  *   U   = b (.) v - R,   V' = (I + A)^{-1} U            forward substitution, one product
  *   O  += P V'                                          the outputs
  *   S   = exp(G_last) S + Kl^T V',  Kl_j = exp(G_last - G_j) k_j
@@ -257,9 +257,22 @@ static void channel_matrix(int64_t n, int64_t K, const float *x, const float *k,
         }
 }
 
-/* The chunk's outputs (rows of O, [n x V]) into o, each row RMS-normalised for
- * linear_attn_postnorm (H3: o / sqrt(mean(o^2) + eps); a zero row with
- * eps = 0 stays 0). */
+/* An output row of V RMS-normalised in place for linear_attn_postnorm (H3:
+ * o / sqrt(mean(o^2) + eps); a zero row with eps = 0 stays 0). */
+static void postnorm_row(const lacs_cpu_recurrent_op *r, float *row)
+{
+    const int64_t V = r->V;
+    double sum = 0.0;
+    for (int64_t j = 0; j < V; j++)
+        sum += (double)row[j] * row[j];
+    const double denominator = sqrt(sum / (double)V + r->eps);
+    if (denominator != 0.0)
+        for (int64_t j = 0; j < V; j++)
+            row[j] = (float)(row[j] / denominator);
+}
+
+/* The outputs (rows of O, [n x V]) into o, each row normalised for
+ * linear_attn_postnorm. */
 static void store_outputs(const lacs_cpu_recurrent_op *r, const float *O, int64_t t0, int64_t n, int64_t hv)
 {
     float *o = r->o->data;
@@ -267,20 +280,13 @@ static void store_outputs(const lacs_cpu_recurrent_op *r, const float *O, int64_
     for (int64_t i = 0; i < n; i++) {
         float *row = o + ((t0 + i) * r->HV + hv) * V;
         memcpy(row, O + i * V, (size_t)V * sizeof *row);
-        if (r->postnorm) {
-            double sum = 0.0;
-            for (int64_t j = 0; j < V; j++)
-                sum += (double)row[j] * row[j];
-            const double denominator = sqrt(sum / (double)V + r->eps);
-            if (denominator != 0.0)
-                for (int64_t j = 0; j < V; j++)
-                    row[j] = (float)(row[j] / denominator);
-        }
+        if (r->postnorm)
+            postnorm_row(r, row);
     }
 }
 
 static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
-                            int64_t hv, int64_t next)
+                            int64_t hv, const lacs_cpu_chunk_ahead *ahead)
 {
     const int64_t K = r->K, V = r->V;
     const int channel = r->gate == GATE_CHANNEL, decays = r->gate != GATE_NONE, correct = r->step != STEP_NONE;
@@ -290,7 +296,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     load_chunk(r, w, t0, n, hv);
     const float *G = w->G, *Gr = w->Gr, *Glast = w->G + (n - 1) * Kg;
     const float *k = w->kq, *q = w->kq + n * K;
-    float *Kd = w->KQd, *Qd = w->KQd + n * K, *KS = w->R, *O = w->R + n * V;
+    float *Kd = w->KQd, *Qd = w->KQd + n * K, *KS = w->R;
     float *KK = w->KQK, *QK = w->KQK + n * n;
 #ifdef SIMD_BF16_PRODUCTS
     const int bf16 = r->bf16_products;
@@ -347,11 +353,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     for (int64_t i = 0; i < n; i++) {
         /* the next chunk's row i, fetched while this one is computed (a row at a time, among other work): a
          * head's rows are H K or HV V elements apart, a stride the hardware prefetchers do not follow */
-        if (i < next) {
-            const int64_t t = t0 + n + i, h = hv / (r->HV / r->H);
+        if (i < ahead->n) {
+            const int64_t t = ahead->t0 + i, h = ahead->hv / (r->HV / r->H);
             prefetch_row(r->q, (t * r->H + h) * K, K);
             prefetch_row(r->k, (t * r->H + h) * K, K);
-            prefetch_row(r->v, (t * r->HV + hv) * V, V);
+            prefetch_row(r->v, (t * r->HV + ahead->hv) * V, V);
         }
         if (channel) {
             exp_row(K, Gr + i * K, Kd + i * K);
@@ -366,14 +372,25 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             scale_row(K, scale * q_decay, q + i * K, Qd + i * K);
         }
     }
-    /* [R; O] = [Kd; Qd] S (Qd S alone for the linear family) */
-    const int64_t first = correct ? 0 : n;
+    /* R = Kd S (not for the linear family), O = Qd S: S packed once for both (as one product of 2n rows
+     * would); O straight into the op's o, this head's rows (HV V apart), where P V' adds to it: no copy of
+     * the outputs after, whose stores stalled on their cache misses (9-12 % of the chunk's time; README.md
+     * section 2) */
+    float *O = (float *)r->o->data + (t0 * r->HV + hv) * V;
+    const int64_t ldo = r->HV * V;
 #ifdef SIMD_BF16_PRODUCTS
-    if (bf16)
-        bf16_product(r, w, 2 * n - first, V, K, w->KQd + first * K, K, NULL, 0, w->s16, w->R + first * V, V, 0.0f, 0);
-    else
+    if (bf16) {
+        if (correct)
+            bf16_product(r, w, n, V, K, Kd, K, NULL, 0, w->s16, KS, V, 0.0f, 0);
+        bf16_product(r, w, n, V, K, Qd, K, NULL, 0, w->s16, O, ldo, 0.0f, 0);
+    } else
 #endif
-        gemm->sgemm_general(2 * n - first, V, K, w->KQd + first * K, K, w->S, V, w->R + first * V, V, 0.0f, 0);
+    {
+        gemm->pack_b(K, V, w->S, V, 0, w->S_packed);
+        if (correct)
+            gemm->sgemm_packed(n, V, K, Kd, K, w->S_packed, KS, V, 0.0f, 0);
+        gemm->sgemm_packed(n, V, K, Qd, K, w->S_packed, O, ldo, 0.0f, 0);
+    }
 
     /* V' = (I + A)^{-1} (b (.) v - Kd S); v itself for the linear family */
     const float *vnew = w->v;
@@ -400,11 +417,13 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     if (bf16) {
         round_pack(n, V, vnew, V, w->b16);
         round_rows(n, n, w->P, n, w->a16);
-        gemm->bgemm_general(n, V, n, w->a16, n, w->b16, O, V, 1.0f, LACS_GEMM_A_LOWER);
+        gemm->bgemm_general(n, V, n, w->a16, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
     } else
 #endif
-        gemm->sgemm_general(n, V, n, w->P, n, vnew, V, O, V, 1.0f, LACS_GEMM_A_LOWER);
-    store_outputs(r, O, t0, n, hv);
+        gemm->sgemm_general(n, V, n, w->P, n, vnew, V, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
+    if (r->postnorm)
+        for (int64_t i = 0; i < n; i++)
+            postnorm_row(r, O + i * ldo);
 
     /* S = exp(G_last) (.) S + Kl^T V', Kl_j = exp(G_last - G_j) (.) k_j: Kl^T [K x n] formed from k^T */
     float state_decay = 1.0f;
