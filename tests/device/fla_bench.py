@@ -27,6 +27,20 @@ def flops(T, H, K, V, C=64):
     return total * H
 
 
+def gdn_inputs(B, T, H, K, V, dtype, per_channel_gate=False, random_h0=False):
+    """The benchmark's inputs on the GPU, seeded: q, k (unit rows), v, beta in [0.1, 0.9], the log gate (per head,
+    or per key channel for KDA) in [-0.1, 0], and h0 (zeros, or normal)."""
+    torch.manual_seed(0)
+    dev = "cuda"
+    q = torch.randn(B, T, H, K, device=dev, dtype=dtype)
+    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dtype)
+    v = torch.randn(B, T, H, V, device=dev, dtype=dtype)
+    beta = (0.1 + 0.8 * torch.rand(B, T, H, device=dev)).to(dtype)
+    g = (-0.1 * torch.rand(*((B, T, H, K) if per_channel_gate else (B, T, H)), device=dev)).float()
+    h0 = (torch.randn if random_h0 else torch.zeros)(B, H, K, V, device=dev, dtype=torch.float32)
+    return q, k, v, beta, g, h0
+
+
 def run_kda(B, T, H, K, V, dtype=torch.bfloat16):
     """fla's chunk_kda (the per-channel gate gk), where the installed fla has it."""
     try:
@@ -34,14 +48,7 @@ def run_kda(B, T, H, K, V, dtype=torch.bfloat16):
     except Exception as e:  # noqa: BLE001
         print(f"fla chunk_kda: not in this fla ({e})")
         return
-    torch.manual_seed(0)
-    dev = "cuda"
-    q = torch.randn(B, T, H, K, device=dev, dtype=dtype)
-    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dtype)
-    v = torch.randn(B, T, H, V, device=dev, dtype=dtype)
-    beta = (0.1 + 0.8 * torch.rand(B, T, H, device=dev)).to(dtype)
-    g = (-0.1 * torch.rand(B, T, H, K, device=dev)).float()
-    h0 = torch.zeros(B, H, K, V, device=dev, dtype=torch.float32)
+    q, k, v, beta, g, h0 = gdn_inputs(B, T, H, K, V, dtype, per_channel_gate=True)
 
     def fwd():
         return chunk_kda(q, k, v, g, beta, scale=K ** -0.5, initial_state=h0, output_final_state=True)
@@ -59,14 +66,7 @@ def run_kda(B, T, H, K, V, dtype=torch.bfloat16):
 
 
 def run(B, T, H, K, V, dtype=torch.bfloat16):
-    torch.manual_seed(0)
-    dev = "cuda"
-    q = torch.randn(B, T, H, K, device=dev, dtype=dtype)
-    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dtype)
-    v = torch.randn(B, T, H, V, device=dev, dtype=dtype)
-    beta = (0.1 + 0.8 * torch.rand(B, T, H, device=dev)).to(dtype)
-    g = (-0.1 * torch.rand(B, T, H, device=dev)).float()
-    h0 = torch.zeros(B, H, K, V, device=dev, dtype=torch.float32)
+    q, k, v, beta, g, h0 = gdn_inputs(B, T, H, K, V, dtype)
 
     def fwd():
         return chunk_gated_delta_rule(q, k, v, g, beta, scale=K ** -0.5, initial_state=h0,
@@ -84,16 +84,9 @@ def run_backward(B, T, H, K, V, dtype=torch.bfloat16):
     """fla's chunk_gated_delta_rule forward and backward (every gradient, h0 and the final state's cotangent), beside
     lacs-bench-cuda's gated_delta_rule_vjp line: the time of forward + backward, and of the backward alone as
     the difference with the forward's."""
-    torch.manual_seed(0)
-    dev = "cuda"
-    q = torch.randn(B, T, H, K, device=dev, dtype=dtype)
-    k = torch.nn.functional.normalize(torch.randn(B, T, H, K, device=dev, dtype=torch.float32), dim=-1).to(dtype)
-    v = torch.randn(B, T, H, V, device=dev, dtype=dtype)
-    beta = (0.1 + 0.8 * torch.rand(B, T, H, device=dev)).to(dtype)
-    g = (-0.1 * torch.rand(B, T, H, device=dev)).float()
-    h0 = torch.randn(B, H, K, V, device=dev, dtype=torch.float32)
-    do = torch.randn(B, T, H, V, device=dev, dtype=dtype)
-    dht = torch.randn(B, H, K, V, device=dev, dtype=torch.float32)
+    q, k, v, beta, g, h0 = gdn_inputs(B, T, H, K, V, dtype, random_h0=True)
+    do = torch.randn(B, T, H, V, device="cuda", dtype=dtype)
+    dht = torch.randn(B, H, K, V, device="cuda", dtype=torch.float32)
     leaves = [t.requires_grad_() for t in (q, k, v, beta, g, h0)]
 
     def fwd():
