@@ -72,11 +72,13 @@ static float logits_row_scalar(int64_t n, float *x, int64_t lo, int64_t hi, floa
     return max;
 }
 
-static float exp_row_scalar(int64_t n, float *x, float max)
+static float exp_row_scalar(int64_t n, float *x, float max, int normalised)
 {
     float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++)
-        sum += (x[j] = expf(x[j] - max));
+    for (int64_t j = 0; j < n; j++) {
+        const float weight = expf(x[j] - max);
+        sum += (x[j] = normalised && weight < 0x1p-126f ? 0.0f : weight); /* attention_kernels.h: as the vector rows */
+    }
     return sum;
 }
 
@@ -426,7 +428,7 @@ static void softmax_step(const problem *p, const logit_rule *rule, int64_t seq_s
                                                       rule->bias ? rule->bias + j0 : NULL);
         if (!rule->normalised) {
             /* EXP: exp(l_ij) as it is (it may overflow, by definition: SPEC 4.11) */
-            r->sum[row] += p->kernels.exp_row(n, s, 0.0f);
+            r->sum[row] += p->kernels.exp_row(n, s, 0.0f, 0);
             continue;
         }
         const float new_max = block_max > r->max[row] ? block_max : r->max[row];
@@ -438,7 +440,7 @@ static void softmax_step(const problem *p, const logit_rule *rule, int64_t seq_s
         /* exp(m_old - m_new): 0 on the first visible block (exp(-inf)), 1 while the maximum stays */
         const float rescale = new_max == r->max[row] ? 1.0f : expf(r->max[row] - new_max);
         r->max[row] = new_max;
-        r->sum[row] = rescale * r->sum[row] + p->kernels.exp_row(n, s, new_max);
+        r->sum[row] = rescale * r->sum[row] + p->kernels.exp_row(n, s, new_max, 1);
         if (rescale != 1.0f) {
             float *out = r->out + row * r->V;
             for (int64_t c = 0; c < r->V; c++)

@@ -277,7 +277,7 @@ static void flash_task(void *context, int64_t item, int thread)
                 hi = hi > nk ? nk : hi;
                 float *s = P + row * BLOCK, *ds = dP + row * BLOCK;
                 p->kernels.logits_row(nk, s, lo, hi, p->scale, bias ? bias[i] : 0.0f, bias ? bias + j0 : NULL);
-                p->kernels.exp_row(nk, s, lse ? lse[i] : 0.0f);
+                p->kernels.exp_row(nk, s, lse ? lse[i] : 0.0f, lse != NULL);
                 float p_max;
                 row_sum[i] += p->kernels.adjoint_row(nk, s, ds, D[i], col_sum, &p_max); /* p = 0 off [lo, hi) */
                 for (int64_t j = 0; p_max > 0.5f && j < nk; j++)
@@ -471,7 +471,7 @@ static void first_stage_vjp_task(void *context, int64_t item, int thread)
         for (int64_t row = 0; row < rows; row++) {
             float *s = P + row * BLOCK;
             p->kernels.logits_row(rows, s, 0, row, p->scale, 0.0f, NULL); /* j < i */
-            p->kernels.exp_row(rows, s, lse[i0 + row]);
+            p->kernels.exp_row(rows, s, lse[i0 + row], 1);
         }
         for (int64_t row = rows - 1; row >= 0; row--) {
             const int64_t i = i0 + row;
@@ -500,7 +500,7 @@ static void first_stage_vjp_task(void *context, int64_t item, int thread)
                 const int64_t i = i0 + row;
                 float *s = P + row * BLOCK, p_max;
                 p->kernels.logits_row(nk, s, 0, i - j0 < nk ? i - j0 : nk, p->scale, 0.0f, NULL);
-                p->kernels.exp_row(nk, s, lse[i]);
+                p->kernels.exp_row(nk, s, lse[i], 1);
                 const float D = normalised ? dot_f32(V, dR + row * V, job->r + (i * p->HV + hv) * V) : 0.0f;
                 p->kernels.adjoint_row(nk, s, dB + row * BLOCK, D, col_sum, &p_max);
             }

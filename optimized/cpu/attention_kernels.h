@@ -10,7 +10,8 @@
  *      columns lo <= j < hi, -inf on the others (so that exp gives 0);
  *      returns the row's largest logit (H1's m_i, the max subtracted);
  *   2. exp_row: p_ij = exp(l_ij - m) with m the running maximum; returns
- *      sum_j p_ij (the softmax's denominator for this block).
+ *      sum_j p_ij (the softmax's denominator for this block). In a
+ *      normalised row a weight below 2^-126 is written as 0 (below).
  * The backward (attention_backward.c) recomputes a row's weights by the same
  * two with m = the row's log-sum-exp, then
  *   3. adjoint_row: ds_ij = p_ij (dp_ij - D_i), the softmax's adjoint in
@@ -28,8 +29,19 @@
 typedef float (*lacs_cpu_logits_row_fn)(int64_t n, float *x, int64_t lo, int64_t hi, float scale, float row_bias,
                                          const float *col_bias);
 /* x[j] = exp(x[j] - max) for j < n (exp(-inf) = 0; max finite); returns the
- * sum of the new x[j]. exp is accurate to a few ulp, subnormal results included. */
-typedef float (*lacs_cpu_exp_row_fn)(int64_t n, float *x, float max);
+ * sum of the new x[j]. exp is accurate to a few ulp, subnormal results included,
+ * but where `normalised` (a softmax's row: max is the row's running maximum,
+ * so that the row's denominator is at least 1, or its log-sum-exp, so that its
+ * weights sum to 1) a weight below 2^-126 is written as 0 (a NaN is kept).
+ * Why: a subnormal weight entering a product (the weighted values, the
+ * adjoint) is a denormal operand, which costs a microcode assist per vector
+ * on Intel cores: builtin:cpu's fox at T = 4096 took 242 ms with them, 43 ms
+ * without, on the Xeon of README.md section 8.2.1. The term dropped is below
+ * 2^-126 |v_j| against a denominator of at least 1: under 2^-100 of the
+ * output's rounding (2^-24 of the row's largest weighted value) for any T
+ * below 2^26. The EXP form (DeltaFormer's, no maximum subtracted) has no
+ * such bound and keeps every weight (normalised = 0). */
+typedef float (*lacs_cpu_exp_row_fn)(int64_t n, float *x, float max, int normalised);
 
 /* dp[j] = p[j] (dp[j] - D) and col_sum[j] += dp[j] for j < n; *p_max = the largest p[j] (0 when n = 0);
  * returns the sum of the new dp[j]. */
@@ -38,12 +50,12 @@ typedef float (*lacs_cpu_adjoint_row_fn)(int64_t n, const float *p, float *dp, f
 
 float lacs_cpu_attention_logits_row_avx2(int64_t n, float *x, int64_t lo, int64_t hi, float scale, float row_bias,
                                           const float *col_bias);
-float lacs_cpu_attention_exp_row_avx2(int64_t n, float *x, float max);
+float lacs_cpu_attention_exp_row_avx2(int64_t n, float *x, float max, int normalised);
 float lacs_cpu_attention_adjoint_row_avx2(int64_t n, const float *p, float *dp, float D, float *col_sum, float *p_max);
 
 float lacs_cpu_attention_logits_row_avx512(int64_t n, float *x, int64_t lo, int64_t hi, float scale,
                                             float row_bias, const float *col_bias);
-float lacs_cpu_attention_exp_row_avx512(int64_t n, float *x, float max);
+float lacs_cpu_attention_exp_row_avx512(int64_t n, float *x, float max, int normalised);
 float lacs_cpu_attention_adjoint_row_avx512(int64_t n, const float *p, float *dp, float D, float *col_sum,
                                             float *p_max);
 

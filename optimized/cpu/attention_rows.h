@@ -31,13 +31,16 @@ float ATTENTION_LOGITS_ROW(int64_t n, float *x, int64_t lo, int64_t hi, float sc
     return v_reduce_max(max_v);
 }
 
-float ATTENTION_EXP_ROW(int64_t n, float *x, float max)
+float ATTENTION_EXP_ROW(int64_t n, float *x, float max, int normalised)
 {
     const vfloat max_v = v_set1(max);
+    /* a normalised row's weights below 2^-126 written as 0 (attention_kernels.h says why); -1 keeps them all */
+    const vfloat smallest = v_set1(normalised ? 0x1p-126f : -1.0f);
     vfloat sum_v = v_zero();
     for (int64_t j = 0; j < n; j += SIMD_LANES) {
         const int64_t count = n - j;
-        const vfloat p = v_exp(v_sub(v_load_first(x + j, count), max_v));
+        vfloat p = v_exp(v_sub(v_load_first(x + j, count), max_v));
+        p = v_select(vm_lt(p, smallest), p, v_zero()); /* vm_lt is false for NaN: a NaN is kept */
         v_store_first(x + j, p, count);
         sum_v = v_add(sum_v, v_zero_unless(vm_first(count), p));
     }

@@ -104,6 +104,7 @@ static inline vfloat v_fms(vfloat a, vfloat b, vfloat c) { return _mm256_fmsub_p
 static inline vfloat v_min(vfloat a, vfloat b) { return _mm256_min_ps(a, b); }
 static inline vfloat v_max(vfloat a, vfloat b) { return _mm256_max_ps(a, b); }
 static inline vfloat v_round(vfloat v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vfloat v_from_bits(vfloat m) { return _mm256_castsi256_ps(_mm256_cvtps_epi32(m)); }
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign)
 {
     const vfloat sign_bit = _mm256_set1_ps(-0.0f);

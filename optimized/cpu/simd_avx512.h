@@ -24,6 +24,7 @@
  *   v_fma(a, b, c) = a b + c, v_fnma(a, b, c) = c - a b, v_fms(a, b, c) = a b - c (one rounding each)
  *   v_min(a, b), v_max(a, b)      b when either is NaN (the x86 rule): put the constant first to keep a NaN
  *   v_round(v)                    to the nearest integer, ties to even
+ *   v_from_bits(m)                the float whose bit pattern is the integer m (m integral, 0 <= m < 2^31)
  *   v_copysign(magnitude, sign)
  *   vm_lt, vm_le, vm_gt, vm_ge    ordered comparisons (false for NaN); vm_ne: unordered (true for NaN)
  *   v_select(m, a, b)             b in the lanes of m, a elsewhere
@@ -135,6 +136,7 @@ static inline vfloat v_fms(vfloat a, vfloat b, vfloat c) { return _mm512_fmsub_p
 static inline vfloat v_min(vfloat a, vfloat b) { return _mm512_min_ps(a, b); }
 static inline vfloat v_max(vfloat a, vfloat b) { return _mm512_max_ps(a, b); }
 static inline vfloat v_round(vfloat v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline vfloat v_from_bits(vfloat m) { return _mm512_castsi512_ps(_mm512_cvtps_epi32(m)); }
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign)
 {
     const __m512i sign_bit = _mm512_set1_epi32((int)0x80000000u);

@@ -72,6 +72,13 @@ static inline vfloat v_fms(vfloat a, vfloat b, vfloat c) { return a * b - c; }
 static inline vfloat v_min(vfloat a, vfloat b) { return a < b ? a : b; }
 static inline vfloat v_max(vfloat a, vfloat b) { return a > b ? a : b; }
 static inline vfloat v_round(vfloat v) { return nearbyintf(v); }
+static inline vfloat v_from_bits(vfloat m)
+{
+    const uint32_t bits = (uint32_t)m;
+    vfloat out;
+    memcpy(&out, &bits, sizeof out);
+    return out;
+}
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign) { return copysignf(magnitude, sign); }
 static inline vmask vm_lt(vfloat a, vfloat b) { return a < b; }
 static inline vmask vm_le(vfloat a, vfloat b) { return a <= b; }
