@@ -23,9 +23,10 @@ static void print_implementations(void)
     printf("  %-34s  %s\n", "builtin:reference", "the double reference, rounded to F32 outputs (lacs_impl_reference)");
     const char *isa = lacs_cpu_isa_name();
     char cpu[256];
-    if (isa)
-        snprintf(cpu, sizeof cpu, "the optimized CPU implementation (lacs_cpu_run): %s, %d threads", isa,
-                 lacs_cpu_threads());
+    const char *products = isa ? lacs_cpu_bf16_products() : NULL;
+    if (isa && products)
+        snprintf(cpu, sizeof cpu, "the optimized CPU implementation (lacs_cpu_run): %s (bf16 products %s), %d threads",
+                 isa, products, lacs_cpu_threads());
     else
         snprintf(cpu, sizeof cpu, "unavailable: %s", lacs_last_error());
     printf("  %-34s  %s\n", "builtin:cpu", cpu);

@@ -163,6 +163,12 @@ static void put_machine(FILE *f, const cJSON *machine)
     if (isa) {
         fputs("; builtin:cpu's instruction set ", f);
         html_text(f, isa);
+        const char *products = lacs_cpu_bf16_products();
+        if (products) {
+            fputs(" (bf16 products ", f);
+            html_text(f, products);
+            fputs(")", f);
+        }
     }
     const cJSON *item;
     cJSON_ArrayForEach(item, machine)

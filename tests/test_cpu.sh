@@ -1,6 +1,8 @@
 #!/bin/bash
 # make test-cpu: builtin:cpu over every core vector under each instruction set (LACS_ISA = avx512, avx2,
-# scalar). Every case must pass, none may be skipped (builtin:cpu implements and declares every op of the
+# scalar), and under avx512 the bf16 cases once more with the bf16 products this CPU does not use by default
+# (LACS_CPU_BF16_PRODUCTS: native vdpbf16ps or widened fp32, optimized/cpu/README.md section 1), so that both
+# are checked on every AVX512-BF16 machine. Every case must pass, none may be skipped (builtin:cpu implements and declares every op of the
 # vectors, the gradients of the ops on sequences included: optimized/cpu/recurrent_backward.c and
 # attention_backward.c), and the verdict must conform. An instruction set this CPU lacks is skipped with the
 # reason `lacs list` gives.
@@ -10,14 +12,26 @@ case $BUILD in /*) ;; *) BUILD=./$BUILD ;; esac
 LACS=$BUILD/lacs
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
-for isa in avx512 avx2 scalar; do
+for run in avx512 avx512-other-bf16-products avx2 scalar; do
+    isa=${run%%-*}
     why=$(LACS_ISA=$isa $LACS list --op rmsnorm 2>/dev/null | grep '^  builtin:cpu ' | grep 'unavailable')
     if [ -n "$why" ]; then
         echo "test-cpu: SKIP LACS_ISA=$isa:${why#*builtin:cpu}"
         continue
     fi
-    echo "test-cpu: LACS_ISA=$isa $LACS check --impl builtin:cpu"
-    LACS_ISA=$isa $LACS check --impl builtin:cpu --verbose >"$report" 2>&1
+    settings=(LACS_ISA=$isa)
+    options=()
+    if [ "$run" = avx512-other-bf16-products ]; then
+        default=$(LACS_ISA=avx512 $LACS list --op rmsnorm 2>/dev/null | grep -o 'bf16 products [a-z]*' | awk '{print $3}')
+        case $default in
+            native) settings+=(LACS_CPU_BF16_PRODUCTS=widened) ;;
+            widened) settings+=(LACS_CPU_BF16_PRODUCTS=native) ;;
+            *) echo "test-cpu: lacs list does not say how builtin:cpu multiplies bf16 ('$default')" >&2; exit 1 ;;
+        esac
+        options=(--tier bf16)
+    fi
+    echo "test-cpu: ${settings[*]} $LACS check --impl builtin:cpu ${options[*]}"
+    env "${settings[@]}" $LACS check --impl builtin:cpu "${options[@]}" --verbose >"$report" 2>&1
     rc=$?
     summary=$(grep -E "^[0-9]+ passed, " "$report" | tail -n 1)
     skipped=$(grep '^SKIP' "$report" | awk '{print $3}' || true)

@@ -1,10 +1,11 @@
 /* lacs: builtin:cpu, the optimized CPU implementation (optimized/cpu/README.md).
  *
  * Every op of the golden vectors, fast: the recurrent family by the chunkwise
- * WY/UT algorithm (chunks of 64, GEMMs between chunks) with a recurrent path
+ * WY/UT algorithm (chunks of 32, GEMMs between chunks) with a recurrent path
  * for decoding, the attention forms blocked with an online softmax, the norms
  * vectorized. fp32 inputs are computed in fp32; bf16 inputs with fp32
- * accumulation and an fp32 state (AVX512-BF16 where the CPU has it).
+ * accumulation and an fp32 state (AVX512-BF16's products where the CPU has
+ * them and runs them faster than fp32's: lacs_cpu_bf16_products).
  *
  * The instruction set is chosen at run time: the best the CPU has, or the one
  * named by the environment variable LACS_ISA (avx512, avx2, scalar; one the CPU
@@ -36,11 +37,19 @@ int lacs_impl_cpu(void *context, const char *op, const lacs_tensor *inputs, int 
  * or NULL with lacs_last_error() set when LACS_ISA names one that is unknown
  * or that this CPU lacks. */
 const char *lacs_cpu_isa_name(void);
+/* How the bf16 tier multiplies under the chosen instruction set: "native"
+ * (avx512's vdpbf16ps on bf16 operands) or "widened" (operands widened
+ * exactly to fp32, fp32 FMAs: avx2, scalar, and avx512 where vdpbf16ps is
+ * not faster than fp32). LACS_CPU_BF16_PRODUCTS=native|widened forces one
+ * under avx512; unset, native on AMD's cores and widened elsewhere
+ * (optimized/cpu/README.md section 1). NULL with lacs_last_error() set when
+ * LACS_ISA or LACS_CPU_BF16_PRODUCTS is invalid. */
+const char *lacs_cpu_bf16_products(void);
 /* Whether this CPU can run instruction set `name` ("avx512": AVX-512 F, BW,
  * VL, DQ and BF16 with FMA; "avx2": AVX2 and FMA; "scalar": always). */
 int lacs_cpu_isa_supported(const char *name);
-/* LACS_OK when LACS_ISA and LACS_THREADS (either may be unset) are valid on
- * this CPU, else LACS_ERR_PARAM with lacs_last_error() saying which and why;
+/* LACS_OK when LACS_ISA, LACS_CPU_BF16_PRODUCTS and LACS_THREADS (any may be
+ * unset) are valid on this CPU, else LACS_ERR_PARAM with lacs_last_error() saying which and why;
  * lacs_cpu_run checks the same on every call. */
 int lacs_cpu_environment_check(void);
 /* The number of threads builtin:cpu uses (LACS_THREADS, or the online CPUs). */

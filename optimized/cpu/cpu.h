@@ -106,6 +106,7 @@ typedef struct {
     int n_outputs;
     int bf16;                 /* q (x for the norms) is BF16: the bf16 tier; other inputs may be either */
     lacs_cpu_isa isa;
+    int bf16_native_products; /* avx512 and LACS_CPU_BF16_PRODUCTS native (dispatch.c): vdpbf16ps for bf16 products */
     const lacs_cpu_gemm *gemm;
     int threads;
 } lacs_cpu_call;

@@ -83,6 +83,48 @@ const char *lacs_cpu_isa_name(void)
     return choose_isa(&isa) == LACS_OK ? isa_names[isa] : NULL;
 }
 
+/* ---- the bf16 tier's products under avx512 ---- */
+
+/* Whether the bf16 tier multiplies bf16 operands with vdpbf16ps (native) or
+ * widens them exactly to fp32 and multiplies with vfmadd231ps (widened), as
+ * the avx2 set does; README.md section 1. LACS_CPU_BF16_PRODUCTS=native|widened
+ * forces one (for the tests and the bench); unset, it is native on AMD's
+ * cores, where vdpbf16ps does twice the fp32 FMA's multiply-adds per cycle
+ * (builtin:cpu's chunk GEMM 363.7 GFLOP/s in bf16 against 204.8 in fp32 on the
+ * EPYC of section 8.2), and widened elsewhere: on the Intel Xeon of section
+ * 8.2.1 one vdpbf16ps issues every 2.2 cycles against two vfmadd231ps per
+ * cycle, half the fp32 rate per multiply-add, and the bf16 tier ran at 0.65 of
+ * fp32's speed with it, 1.0 without. A fixed rule, not a timing: the same
+ * machine always computes the same bits. */
+static int choose_bf16_products(int *native)
+{
+    const char *forced = getenv("LACS_CPU_BF16_PRODUCTS");
+    if (forced && *forced) {
+        if (strcmp(forced, "native") == 0 || strcmp(forced, "widened") == 0) {
+            *native = strcmp(forced, "native") == 0;
+            return LACS_OK;
+        }
+        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu", "LACS_CPU_BF16_PRODUCTS=%s is not one of native, widened",
+                              forced);
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    *native = __builtin_cpu_is("amd");
+#else
+    *native = 0;
+#endif
+    return LACS_OK;
+}
+
+const char *lacs_cpu_bf16_products(void)
+{
+    lacs_cpu_isa isa = LACS_ISA_SCALAR;
+    int native = 0;
+    if (choose_isa(&isa) != LACS_OK || choose_bf16_products(&native) != LACS_OK)
+        return NULL;
+    return isa == LACS_ISA_AVX512 && native ? "native" : "widened";
+}
+
 const lacs_cpu_gemm *lacs_cpu_gemm_for(lacs_cpu_isa isa)
 {
     switch (isa) {
@@ -437,8 +479,10 @@ void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, ui
 int lacs_cpu_environment_check(void)
 {
     lacs_cpu_isa isa;
-    int rc = choose_isa(&isa);
-    return rc != LACS_OK ? rc : check_threads_env();
+    int native = 0, rc;
+    if ((rc = choose_isa(&isa)) != LACS_OK || (rc = choose_bf16_products(&native)) != LACS_OK)
+        return rc;
+    return check_threads_env();
 }
 
 /* ---- figures for the bench ---- */
@@ -470,8 +514,11 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
 
     lacs_cpu_call c = {.op = op, .info = info, .inputs = inputs, .n_inputs = n_inputs, .params = params,
                        .n_params = n_params, .outputs = outputs, .n_outputs = n_outputs, .bf16 = bf16};
-    if ((rc = choose_isa(&c.isa)) != LACS_OK || (rc = check_threads_env()) != LACS_OK)
+    int native_bf16 = 0;
+    if ((rc = choose_isa(&c.isa)) != LACS_OK || (rc = choose_bf16_products(&native_bf16)) != LACS_OK ||
+        (rc = check_threads_env()) != LACS_OK)
         return rc;
+    c.bf16_native_products = c.isa == LACS_ISA_AVX512 && native_bf16;
     c.gemm = lacs_cpu_gemm_for(c.isa);
     c.threads = lacs_cpu_threads();
 

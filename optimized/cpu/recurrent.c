@@ -198,9 +198,10 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
     r.n_seqs = cu ? cu->shape[0] - 1 : r.B;
     r.scale = lacs_cpu_param(c, "scale", 1.0 / sqrt((double)r.K));
     r.eps = lacs_cpu_param(c, "eps", 0.0);
-    /* bf16 operands in the products where the CPU multiplies bf16 (AVX512-BF16); elsewhere the bf16 tier
-     * widens its inputs and runs the fp32 algorithm (recurrent_kernels.h) */
-    r.bf16_products = c->bf16 && c->isa == LACS_ISA_AVX512;
+    /* bf16 operands in the products where builtin:cpu multiplies bf16 (AVX512-BF16, native: dispatch.c's
+     * choose_bf16_products); elsewhere the bf16 tier widens its inputs and runs the fp32 algorithm
+     * (recurrent_kernels.h) */
+    r.bf16_products = c->bf16 && c->bf16_native_products;
 
     if (strcmp(op, "linear_attn_postnorm") == 0)
         r.postnorm = 1;

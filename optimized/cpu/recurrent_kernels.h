@@ -23,13 +23,14 @@
  * is G_i - G_j (i >= j), G_i or G_last - G_j: <= 0 for decays g <= 0, so
  * nothing overflows however strong the decay.
  *
- * bf16 tier with AVX512-BF16 (bf16_products): the same products with their
- * operands rounded to bf16 where they are handed over (k, q, [Kd; Qd], S once
- * per chunk, (I + A)^{-1}, U, P, V', Kl: the intermediates fla stores in
- * bf16), fp32 accumulation, S itself fp32 from chunk to chunk (SPEC.md
- * 11.1). Without bf16 products (AVX2, scalar) the bf16 tier's inputs are
- * widened exactly and the fp32 algorithm runs: more accurate than the tier
- * asks, and as fast as fp32.
+ * bf16 tier with AVX512-BF16's products (bf16_products, where dispatch.c
+ * chose them native): the same products with their operands rounded to bf16
+ * where they are handed over (k, q, [Kd; Qd], S once per chunk,
+ * (I + A)^{-1}, U, P, V', Kl: the intermediates fla stores in bf16), fp32
+ * accumulation, S itself fp32 from chunk to chunk (SPEC.md 11.1). Without
+ * them (AVX2, scalar, widened products) the bf16 tier's inputs are widened
+ * exactly and the fp32 algorithm runs: more accurate than the tier asks, and
+ * as fast as fp32.
  */
 #include <math.h>
 #include <string.h>

@@ -165,6 +165,9 @@ class Usage(CliTestCase):
                                "LACS_ISA=avx9", "avx512, avx2, scalar")
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu", env=dict(os.environ, LACS_THREADS="0")),
                                "LACS_THREADS=0")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu",
+                                         env=dict(os.environ, LACS_CPU_BF16_PRODUCTS="fast")),
+                               "LACS_CPU_BF16_PRODUCTS=fast", "native, widened")
         no_library = dict(os.environ, LACS_CUDA_LIBRARY=self.path("absent.so"))
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda", env=no_library),
                                "builtin:cuda is unavailable: not built", "absent.so", "make cuda")
@@ -202,6 +205,8 @@ class List(CliTestCase):
         for impl in ("builtin:reference", "builtin:cpu", "builtin:cuda", "PATH.so", "python:"):
             self.assertIn(impl, run.stdout)
         self.assertIn("the optimized CPU implementation (lacs_cpu_run)", run.stdout)
+        cpu = next(line for line in run.lines if line.startswith("  builtin:cpu "))
+        self.assertRegex(cpu, r"\((bf16 products (native|widened))\)|unavailable")  # dispatch.c's choice, said
         cuda = next(line for line in run.lines if line.startswith("  builtin:cuda "))
         self.assertIn("the CUDA implementation (lacs_cuda_run)", cuda)
         if os.path.exists(os.path.join(build_dir(), "liblacs_cuda.so")):
