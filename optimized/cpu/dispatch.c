@@ -428,6 +428,22 @@ double lacs_cpu_param(const lacs_cpu_call *c, const char *name, double fallback)
     return lacs_builtin_param(c->op, c->params, c->n_params, c->inputs, c->n_inputs, name, fallback);
 }
 
+/* A part of lacs_cpu_input_f32's copy: elements item * WIDEN_PART on. */
+enum { WIDEN_PART = 1 << 16 }; /* 256 KiB of fp32 out */
+typedef struct {
+    const lacs_tensor *t;
+    int64_t n;
+    float *out;
+} widen_job;
+
+static void widen_part(void *context, int64_t item, int thread)
+{
+    (void)thread;
+    const widen_job *job = context;
+    const int64_t first = item * WIDEN_PART, count = job->n - first < WIDEN_PART ? job->n - first : WIDEN_PART;
+    lacs_cpu_tensor_row(job->t, first, count, job->out + first);
+}
+
 float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom)
 {
     const lacs_tensor *t = lacs_cpu_input(c, name);
@@ -439,7 +455,11 @@ float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom)
         *oom = 1;
         return NULL;
     }
-    lacs_cpu_tensor_row(t, 0, n, out);
+    /* in parts on the call's threads: a fresh allocation of megabytes is mostly page faults (the kernel
+     * zeroing each page on first touch), which the cores take in parallel; the bf16 tier of the attention
+     * forms widens q, k and v this way (softmax_attn, T = 4096, H = 4, d = 64: 12 MiB, README.md section 5) */
+    widen_job job = {t, n, out};
+    lacs_cpu_parallel_for(c->threads, (n + WIDEN_PART - 1) / WIDEN_PART, widen_part, &job);
     return out;
 }
 
