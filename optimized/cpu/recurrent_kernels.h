@@ -350,7 +350,15 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         channel_matrix(n, K, q, k, G, G, NULL, scale, 0, w->P);
     }
 
-    /* [Kd; Qd]: b_i exp(Gr_i) (.) k_i and scale exp(G_i) (.) q_i (exp per channel, or one per row) */
+    /* [Kd; Qd]: b_i exp(Gr_i) (.) k_i and scale exp(G_i) (.) q_i (exp per channel, or one per row). A scalar
+     * decay's exps of the rows first, a vector at a time, into D (free by now): one exp per call, its argument
+     * stored then read back as a vector, waited on a store that cannot be forwarded (a masked load of a
+     * 4-byte store), 12 % of this function's time on the Xeon of README.md section 8.2.1 */
+    float *const k_decays = w->D, *const q_decays = w->D + n;
+    if (!channel && decays) {
+        exp_row(n, Gr, k_decays);
+        exp_row(n, G, q_decays);
+    }
     for (int64_t i = 0; i < n; i++) {
         /* the next chunk's row i, fetched while this one is computed (a row at a time, among other work): a
          * head's rows are H K or HV V elements apart, a stride the hardware prefetchers do not follow */
@@ -368,7 +376,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             multiply_rows(K, Qd + i * K, q + i * K, Qd + i * K);
             scale_row(K, scale, Qd + i * K, Qd + i * K);
         } else {
-            const float row_decay = decays ? exp_one(Gr[i]) : 1.0f, q_decay = decays ? exp_one(G[i]) : 1.0f;
+            const float row_decay = decays ? k_decays[i] : 1.0f, q_decay = decays ? q_decays[i] : 1.0f;
             scale_row(K, w->b[i] * row_decay, k + i * K, Kd + i * K);
             scale_row(K, scale * q_decay, q + i * K, Qd + i * K);
         }
@@ -434,7 +442,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             d[j] = decays ? Glast[0] - G[j] : 0.0f;
         exp_row(n, d, d);
         if (decays)
-            state_decay = exp_one(Glast[0]);
+            state_decay = q_decays[n - 1]; /* exp(G_last) */
     }
 #ifdef SIMD_BF16_PRODUCTS
     if (!bf16 && !channel) {
