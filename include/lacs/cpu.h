@@ -52,6 +52,11 @@ int lacs_cpu_isa_supported(const char *name);
  * unset) are valid on this CPU, else LACS_ERR_PARAM with lacs_last_error() saying which and why;
  * lacs_cpu_run checks the same on every call. */
 int lacs_cpu_environment_check(void);
+/* Frees the workspaces builtin:cpu keeps from one call to the next (at most
+ * 16 buffers, 512 MiB in all; optimized/cpu/cpu.h says why), returning their
+ * memory to the system. Safe at any time but during a call of lacs_cpu_run
+ * on another thread. */
+void lacs_cpu_release_scratch(void);
 /* The number of threads builtin:cpu uses (LACS_THREADS, or the online CPUs). */
 int lacs_cpu_threads(void);
 /* The ops builtin:cpu implements, space-separated (its declaration, as a

@@ -52,7 +52,7 @@ const float *lacs_cpu_attention_input(const lacs_cpu_call *c, const char *name, 
 void lacs_cpu_attention_free(problem *p)
 {
     for (int i = 0; i < 7; i++)
-        free(p->owned[i]);
+        lacs_cpu_scratch_free(p->owned[i]);
     free(p->block_base);
 }
 
@@ -341,8 +341,8 @@ static int make_value_tiles(const problem *p, const float *values, int64_t first
 
 int lacs_cpu_attention_gates(const problem *p, float factor, gates *out)
 {
-    out->bias = malloc((size_t)(p->HV * p->tokens + 1) * sizeof *out->bias);
-    out->first_visible = malloc((size_t)(p->HV * p->tokens + 1) * sizeof *out->first_visible);
+    out->bias = lacs_cpu_scratch_alloc((size_t)(p->HV * p->tokens + 1) * sizeof *out->bias);
+    out->first_visible = lacs_cpu_scratch_alloc((size_t)(p->HV * p->tokens + 1) * sizeof *out->first_visible);
     if (!out->bias || !out->first_visible)
         return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the gates");
     for (int64_t n = 0; n < p->n_seqs; n++) {
@@ -373,8 +373,8 @@ int lacs_cpu_attention_gates(const problem *p, float factor, gates *out)
 
 void lacs_cpu_attention_free_gates(gates *g)
 {
-    free(g->bias);
-    free(g->first_visible);
+    lacs_cpu_scratch_free(g->bias);
+    lacs_cpu_scratch_free(g->first_visible);
 }
 
 /* ---- the online softmax step (H1 blocked) ---- */
@@ -476,7 +476,7 @@ static int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 static int make_workspaces(const problem *p, int64_t extra, workspaces *ws)
 {
     ws->per_thread = round16(BLOCK * 2 * BLOCK) + round16(BLOCK * p->V) + 2 * round16(BLOCK) + round16(extra);
-    ws->memory = malloc((size_t)(ws->per_thread * p->threads) * sizeof(float));
+    ws->memory = lacs_cpu_scratch_alloc((size_t)(ws->per_thread * p->threads) * sizeof(float));
     if (!ws->memory)
         return lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the workspaces");
     return LACS_OK;
@@ -549,8 +549,8 @@ int lacs_cpu_attention_attend(const problem *p, const float *values, const gates
 {
     workspaces ws = {NULL, 0};
     const int64_t pass = heads_per_pass(p, p->H);
-    float *tiles = malloc(((size_t)(pass * p->n_blocks) * key_tile_size(p) + 1) * sizeof *tiles);
-    float *value_tiles = malloc(((size_t)(pass * p->group * p->n_blocks) * value_tile_size(p) + 1) * sizeof *value_tiles);
+    float *tiles = lacs_cpu_scratch_alloc(((size_t)(pass * p->n_blocks) * key_tile_size(p) + 1) * sizeof *tiles);
+    float *value_tiles = lacs_cpu_scratch_alloc(((size_t)(pass * p->group * p->n_blocks) * value_tile_size(p) + 1) * sizeof *value_tiles);
     int rc = tiles && value_tiles ? make_workspaces(p, 0, &ws)
                                   : lacs_cpu_error(LACS_ERR_MEMORY, p->call->op, "out of memory for the tiles");
     for (int64_t h = 0; h < p->H && rc == LACS_OK; h += pass) {
@@ -562,9 +562,9 @@ int lacs_cpu_attention_attend(const problem *p, const float *values, const gates
         if (rc == LACS_OK)
             rc = run_blocks(&job.base, h * p->group, heads * p->group, attend_task);
     }
-    free(ws.memory);
-    free(tiles);
-    free(value_tiles);
+    lacs_cpu_scratch_free(ws.memory);
+    lacs_cpu_scratch_free(tiles);
+    lacs_cpu_scratch_free(value_tiles);
     return rc;
 }
 
@@ -672,7 +672,7 @@ int lacs_cpu_attention_deltaformer_forward(const problem *pp, int form, float *u
     int rc = LACS_OK;
     const int normalised = form != LACS_DELTAFORMER_EXP;
     const int64_t pass = heads_per_pass(&p, p.H);
-    float *tiles = malloc(((size_t)(pass * p.n_blocks) * key_tile_size(&p) + 1) * sizeof *tiles);
+    float *tiles = lacs_cpu_scratch_alloc(((size_t)(pass * p.n_blocks) * key_tile_size(&p) + 1) * sizeof *tiles);
     workspaces ws = {NULL, 0};
     if (!tiles)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the key tiles");
@@ -690,8 +690,8 @@ int lacs_cpu_attention_deltaformer_forward(const problem *pp, int form, float *u
     /* the second stage: o_i = sum_{j<=i} A_ij u_j, A the causal softmax (or exp) of s q_i.k_j */
     if (rc == LACS_OK)
         rc = lacs_cpu_attention_attend(&p, u, NULL, normalised, p.o);
-    free(ws.memory);
-    free(tiles);
+    lacs_cpu_scratch_free(ws.memory);
+    lacs_cpu_scratch_free(tiles);
     return rc;
 }
 
@@ -706,10 +706,10 @@ static int deltaformer(const lacs_cpu_call *c)
         lacs_cpu_attention_free(&p);
         return lacs_cpu_error(LACS_ERR_PARAM, c->op, "unknown form %g (0 exp, 1 softmax, 2 fla)", form);
     }
-    float *u = malloc((size_t)(p.tokens * p.HV * p.V + 1) * sizeof *u);
+    float *u = lacs_cpu_scratch_alloc((size_t)(p.tokens * p.HV * p.V + 1) * sizeof *u);
     rc = u ? lacs_cpu_attention_deltaformer_forward(&p, (int)form, u, NULL, NULL)
            : lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for u");
-    free(u);
+    lacs_cpu_scratch_free(u);
     lacs_cpu_attention_free(&p);
     return rc;
 }
@@ -935,13 +935,13 @@ int lacs_cpu_attention_path_forward(const problem *pp)
     /* a pass of value heads at a time (beta, hence the transitions, are per value head) */
     const int64_t pass = heads_per_pass(&p, p.HV), blocks = pass * p.n_blocks;
     path_blocks pb = {
-        malloc((size_t)(blocks * p.K * 3 * BLOCK + 1) * sizeof(float)),
-        malloc((size_t)(blocks * BLOCK * p.K + 1) * sizeof(float)),
-        malloc((size_t)(blocks * BLOCK * BLOCK + 1) * sizeof(float)),
-        malloc((size_t)(blocks * p.K * p.K + 1) * sizeof(float)),
-        malloc(((size_t)blocks * key_tile_size(&p) + 1) * sizeof(float)),
-        malloc(((size_t)blocks * p.gemm->packed_b_size(p.K, p.K) + 1) * sizeof(float)),
-        malloc(((size_t)blocks * value_tile_size(&p) + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc((size_t)(blocks * p.K * 3 * BLOCK + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc((size_t)(blocks * BLOCK * p.K + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc((size_t)(blocks * BLOCK * BLOCK + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc((size_t)(blocks * p.K * p.K + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc(((size_t)blocks * key_tile_size(&p) + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(p.K, p.K) + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc(((size_t)blocks * value_tile_size(&p) + 1) * sizeof(float)),
     };
     workspaces ws = {NULL, 0};
     if (!pb.tiles || !pb.minus_u || !pb.minus_dc || !pb.transport || !pb.tilde_packed || !pb.transport_packed ||
@@ -961,14 +961,14 @@ int lacs_cpu_attention_path_forward(const problem *pp)
         if (rc == LACS_OK)
             rc = run_blocks(&job.base, hv, heads, path_query_task);
     }
-    free(ws.memory);
-    free(pb.tiles);
-    free(pb.minus_u);
-    free(pb.minus_dc);
-    free(pb.transport);
-    free(pb.tilde_packed);
-    free(pb.transport_packed);
-    free(pb.value_tiles);
+    lacs_cpu_scratch_free(ws.memory);
+    lacs_cpu_scratch_free(pb.tiles);
+    lacs_cpu_scratch_free(pb.minus_u);
+    lacs_cpu_scratch_free(pb.minus_dc);
+    lacs_cpu_scratch_free(pb.transport);
+    lacs_cpu_scratch_free(pb.tilde_packed);
+    lacs_cpu_scratch_free(pb.transport_packed);
+    lacs_cpu_scratch_free(pb.value_tiles);
     lacs_cpu_attention_free_gates(&gate);
     return rc;
 }

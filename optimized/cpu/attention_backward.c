@@ -355,7 +355,7 @@ typedef struct {
 
 static void free_state(vjp_state *s)
 {
-    free(s->dout_owned);
+    lacs_cpu_scratch_free(s->dout_owned);
     free(s->o);
     free(s->lse);
     free(s->D);

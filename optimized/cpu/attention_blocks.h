@@ -51,7 +51,8 @@ typedef struct {
  * block table. A forward op must be given its output 'o'; a VJP sets p->o. */
 int lacs_cpu_attention_load(const lacs_cpu_call *c, unsigned required, unsigned optional, problem *p);
 void lacs_cpu_attention_free(problem *p);
-/* The input `name` as fp32: in place when F32, else a copy in *owned. NULL when absent. */
+/* The input `name` as fp32: in place when F32, else a copy in *owned (give it back with lacs_cpu_scratch_free). NULL
+ * when absent. */
 const float *lacs_cpu_attention_input(const lacs_cpu_call *c, const char *name, float **owned, int *oom);
 
 /* Per value head and token (layout [HV][tokens]):

@@ -118,8 +118,9 @@ lacs_tensor *lacs_cpu_output(const lacs_cpu_call *c, const char *name);
 /* Parameter `name`: the value given, else the op's default
  * (lacs_reference_param_default), else `fallback`. */
 double lacs_cpu_param(const lacs_cpu_call *c, const char *name, double fallback);
-/* A floating-point input as fp32: a malloc'd copy (convert BF16, copy F32);
- * NULL when absent or out of memory (*oom set to 1 then). */
+/* A floating-point input as fp32: a copy (convert BF16, copy F32) from
+ * lacs_cpu_scratch_alloc, to be given back with lacs_cpu_scratch_free; NULL
+ * when absent or out of memory (*oom set to 1 then). */
 float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom);
 /* The sequences of a [B, T, ...] input: n = 0 .. N - 1 (cu_seqlens) or
  * 0 .. B - 1. Returns the length of sequence n and sets *start, both in tokens
@@ -128,6 +129,30 @@ int64_t lacs_cpu_sequences(const lacs_cpu_call *c, int64_t T, int64_t n, int64_t
 
 /* Records the error (lacs_last_error) and returns `code`. */
 int lacs_cpu_error(int code, const char *op, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- workspaces kept between calls ---- */
+
+/* A call's large buffers (the norms' column sums, the attention forms' tiles,
+ * the recurrent family's states, the bf16 tier's widened inputs) come from
+ * here: lacs_cpu_scratch_alloc(bytes) is malloc's (64-byte aligned, content
+ * indeterminate), lacs_cpu_scratch_calloc(bytes) zeroed, and
+ * lacs_cpu_scratch_free(p) (NULL allowed) keeps the buffer for a later call
+ * (up to LACS_CPU_SCRATCH_KEPT buffers, LACS_CPU_SCRATCH_KEPT_BYTES in all)
+ * instead of giving it back to the system. Why: an allocation of megabytes is
+ * fresh pages from the kernel, each faulted in and zeroed at first touch,
+ * and given back at free (a TLB shootdown): on the Xeon of README.md section
+ * 8.2.1 (a virtual machine, where a fault costs more) dyt_vjp on 64 x 4096
+ * took 0.95 ms a call with its column sums allocated so, 0.31 ms with them
+ * reused. A call takes the smallest kept buffer large enough, so buffers
+ * are reused as a call's shapes repeat. Thread-safe; a fork()ed child keeps
+ * the buffers; under AddressSanitizer nothing is kept (a buffer used after
+ * its free must still be caught). lacs_cpu_release_scratch (lacs/cpu.h)
+ * frees them all. */
+#define LACS_CPU_SCRATCH_KEPT 16
+#define LACS_CPU_SCRATCH_KEPT_BYTES ((size_t)512 << 20)
+void *lacs_cpu_scratch_alloc(size_t bytes);
+void *lacs_cpu_scratch_calloc(size_t bytes);
+void lacs_cpu_scratch_free(void *p);
 
 /* ---- threads ---- */
 

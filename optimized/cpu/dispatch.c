@@ -138,6 +138,112 @@ const lacs_cpu_gemm *lacs_cpu_gemm_for(lacs_cpu_isa isa)
     return &lacs_cpu_gemm_scalar;
 }
 
+/* ---- workspaces kept between calls (cpu.h) ---- */
+
+/* Each buffer is preceded by its header, one cache line: its capacity. */
+#define SCRATCH_HEADER 64
+#if defined(__SANITIZE_ADDRESS__)
+#define SCRATCH_KEEPS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SCRATCH_KEEPS 0
+#endif
+#endif
+#ifndef SCRATCH_KEEPS
+#define SCRATCH_KEEPS 1
+#endif
+
+static struct {
+    pthread_mutex_t lock;
+    void *kept[LACS_CPU_SCRATCH_KEPT]; /* headers, or NULL */
+    size_t kept_bytes;
+} scratch = {PTHREAD_MUTEX_INITIALIZER, {NULL}, 0};
+
+static size_t scratch_capacity(const void *header) { return *(const size_t *)header; }
+
+/* A fork()ed child keeps the buffers; its lock starts free (another thread may have held it at the fork). */
+static void scratch_after_fork_in_child(void) { pthread_mutex_init(&scratch.lock, NULL); }
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static void scratch_register_fork_handler(void) { pthread_atfork(NULL, NULL, scratch_after_fork_in_child); }
+
+void *lacs_cpu_scratch_alloc(size_t bytes)
+{
+    if (bytes == 0)
+        bytes = 1;
+    void *header = NULL;
+    pthread_once(&scratch_once, scratch_register_fork_handler);
+    pthread_mutex_lock(&scratch.lock);
+    int best = -1;
+    for (int i = 0; i < LACS_CPU_SCRATCH_KEPT; i++)
+        if (scratch.kept[i] && scratch_capacity(scratch.kept[i]) >= bytes &&
+            (best < 0 || scratch_capacity(scratch.kept[i]) < scratch_capacity(scratch.kept[best])))
+            best = i;
+    if (best >= 0) {
+        header = scratch.kept[best];
+        scratch.kept[best] = NULL;
+        scratch.kept_bytes -= scratch_capacity(header);
+    }
+    pthread_mutex_unlock(&scratch.lock);
+    if (!header) {
+        if (bytes > SIZE_MAX - 2 * SCRATCH_HEADER)
+            return NULL;
+        const size_t capacity = (bytes + SCRATCH_HEADER - 1) / SCRATCH_HEADER * SCRATCH_HEADER;
+        header = aligned_alloc(SCRATCH_HEADER, SCRATCH_HEADER + capacity);
+        if (!header)
+            return NULL;
+        *(size_t *)header = capacity;
+    }
+    return (char *)header + SCRATCH_HEADER;
+}
+
+void *lacs_cpu_scratch_calloc(size_t bytes)
+{
+    void *p = lacs_cpu_scratch_alloc(bytes);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
+}
+
+void lacs_cpu_scratch_free(void *p)
+{
+    if (!p)
+        return;
+    void *header = (char *)p - SCRATCH_HEADER, *freed = header;
+    if (SCRATCH_KEEPS) {
+        const size_t capacity = scratch_capacity(header);
+        pthread_mutex_lock(&scratch.lock);
+        /* an empty slot, else the smallest kept buffer, replaced if this one is larger; within the byte limit */
+        int slot = 0;
+        for (int i = 0; i < LACS_CPU_SCRATCH_KEPT; i++) {
+            if (!scratch.kept[i]) {
+                slot = i;
+                break;
+            }
+            if (scratch_capacity(scratch.kept[i]) < scratch_capacity(scratch.kept[slot]))
+                slot = i;
+        }
+        const size_t replaced = scratch.kept[slot] ? scratch_capacity(scratch.kept[slot]) : 0;
+        if (replaced < capacity && scratch.kept_bytes - replaced + capacity <= LACS_CPU_SCRATCH_KEPT_BYTES) {
+            freed = scratch.kept[slot];
+            scratch.kept[slot] = header;
+            scratch.kept_bytes += capacity - replaced;
+        }
+        pthread_mutex_unlock(&scratch.lock);
+    }
+    free(freed);
+}
+
+void lacs_cpu_release_scratch(void)
+{
+    pthread_mutex_lock(&scratch.lock);
+    for (int i = 0; i < LACS_CPU_SCRATCH_KEPT; i++) {
+        free(scratch.kept[i]);
+        scratch.kept[i] = NULL;
+    }
+    scratch.kept_bytes = 0;
+    pthread_mutex_unlock(&scratch.lock);
+}
+
 /* ---- threads ---- */
 
 /* LACS_THREADS: 0 with *threads set when it is unset, or a whole number in
@@ -450,7 +556,7 @@ float *lacs_cpu_input_f32(const lacs_cpu_call *c, const char *name, int *oom)
     if (!t)
         return NULL;
     const int64_t n = lacs_tensor_count(t);
-    float *out = malloc((size_t)(n > 0 ? n : 1) * sizeof *out);
+    float *out = lacs_cpu_scratch_alloc((size_t)(n > 0 ? n : 1) * sizeof *out);
     if (!out) {
         *oom = 1;
         return NULL;

@@ -159,13 +159,13 @@ int lacs_cpu_mesa_net(const lacs_cpu_call *c)
     for (int64_t i = 0; i < m.HV * m.K; i++)
         if (!(lambda[i] >= 0.0f) || isinf(lambda[i])) {
             const double bad = lambda[i];
-            free(lambda);
+            lacs_cpu_scratch_free(lambda);
             return lacs_cpu_error(LACS_ERR_PARAM, c->op, "lambda[%lld] = %g: the regulariser must be finite and >= 0",
                                   (long long)i, bad);
         }
     for (int64_t i = 0; m.beta && i < lacs_tensor_count(m.beta); i++)
         if (!(lacs_cpu_tensor_at(m.beta, i) >= 0.0f)) {
-            free(lambda);
+            lacs_cpu_scratch_free(lambda);
             return lacs_cpu_error(LACS_ERR_PARAM, c->op, "beta[%lld] = %g must be >= 0: H_t must stay positive "
                                   "semidefinite", (long long)i, (double)lacs_cpu_tensor_at(m.beta, i));
         }
@@ -206,6 +206,6 @@ int lacs_cpu_mesa_net(const lacs_cpu_call *c)
         free(workspaces[t].x);
     }
     free(workspaces);
-    free(lambda);
+    lacs_cpu_scratch_free(lambda);
     return rc;
 }

@@ -43,10 +43,10 @@ static double scalar_input(const lacs_tensor *t)
     return *(const float *)t->data;
 }
 
-/* dim copies of `value` (malloc'd; *oom set when out of memory). */
+/* dim copies of `value` (lacs_cpu_scratch_alloc'd; *oom set when out of memory). */
 static float *constant_columns(int64_t dim, float value, int *oom)
 {
-    float *values = malloc((size_t)(dim > 0 ? dim : 1) * sizeof *values);
+    float *values = lacs_cpu_scratch_alloc((size_t)(dim > 0 ? dim : 1) * sizeof *values);
     if (!values) {
         *oom = 1;
         return NULL;
@@ -58,7 +58,8 @@ static float *constant_columns(int64_t dim, float value, int *oom)
 
 /* A per-column input (weight, bias) as dim fp32 values; `absent` in every
  * column when the call has none: 1 for a weight and -0 for a bias, the
- * identities of * and + for every value (+0 would turn -0 into +0). */
+ * identities of * and + for every value (+0 would turn -0 into +0). Given
+ * back with lacs_cpu_scratch_free. */
 static float *column_values(const lacs_cpu_call *c, const char *name, int64_t dim, float absent, int *oom)
 {
     if (lacs_cpu_input(c, name))
@@ -214,14 +215,15 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
     float *bias = column_values(c, "bias", dim, -0.0f, &oom);
     float *scratch = NULL;
     if (!main_out)
-        scratch = malloc((size_t)(rows * dim > 0 ? rows * dim : 1) * sizeof(float));
+        scratch = lacs_cpu_scratch_alloc((size_t)(rows * dim > 0 ? rows * dim : 1) * sizeof(float));
     double *param_sums = calloc((size_t)(blocks.n_blocks > 0 ? blocks.n_blocks : 1), sizeof(double));
+    /* the blocks' column sums (megabytes: kept between calls, cpu.h) */
     double *column_sums_weight = NULL, *column_sums_bias = NULL;
     const size_t column_sums_size = (size_t)(blocks.n_blocks > 0 ? blocks.n_blocks : 1) * (size_t)dim;
     if (vjp && dweight)
-        column_sums_weight = calloc(column_sums_size, sizeof(double));
+        column_sums_weight = lacs_cpu_scratch_calloc(column_sums_size * sizeof(double));
     if (vjp && dbias)
-        column_sums_bias = calloc(column_sums_size, sizeof(double));
+        column_sums_bias = lacs_cpu_scratch_calloc(column_sums_size * sizeof(double));
     if (oom || (!main_out && !scratch) || !param_sums || (vjp && dweight && !column_sums_weight) ||
         (vjp && dbias && !column_sums_bias)) {
         rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory");
@@ -267,12 +269,12 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
         }
     }
 done:
-    free(weight);
-    free(bias);
-    free(scratch);
+    lacs_cpu_scratch_free(weight);
+    lacs_cpu_scratch_free(bias);
+    lacs_cpu_scratch_free(scratch);
     free(param_sums);
-    free(column_sums_weight);
-    free(column_sums_bias);
+    lacs_cpu_scratch_free(column_sums_weight);
+    lacs_cpu_scratch_free(column_sums_bias);
     return rc;
 }
 
@@ -434,9 +436,11 @@ static int run_rows(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *k, int6
     int oom = 0;
     float *weight = column_values(c, "weight", dim, 1.0f, &oom);
     float *ones = constant_columns(dim, 1.0f, &oom);
-    float *scratch = out ? NULL : malloc((size_t)(rows * dim > 0 ? rows * dim : 1) * sizeof(float));
+    float *scratch = out ? NULL : lacs_cpu_scratch_alloc((size_t)(rows * dim > 0 ? rows * dim : 1) * sizeof(float));
     double *column_sums =
-        dweight ? calloc((size_t)(blocks.n_blocks > 0 ? blocks.n_blocks : 1) * (size_t)dim, sizeof(double)) : NULL;
+        dweight ? lacs_cpu_scratch_calloc((size_t)(blocks.n_blocks > 0 ? blocks.n_blocks : 1) * (size_t)dim *
+                                          sizeof(double))
+                : NULL;
     if (oom || (!out && !scratch) || (dweight && !column_sums)) {
         rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory");
         goto done;
@@ -461,10 +465,10 @@ static int run_rows(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *k, int6
     if (dweight && reduce_columns(column_sums, blocks.n_blocks, dim, dweight->data) != 0)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory");
 done:
-    free(weight);
-    free(ones);
-    free(scratch);
-    free(column_sums);
+    lacs_cpu_scratch_free(weight);
+    lacs_cpu_scratch_free(ones);
+    lacs_cpu_scratch_free(scratch);
+    lacs_cpu_scratch_free(column_sums);
     return rc;
 }
 

@@ -22,7 +22,9 @@
 
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
 {
-    float *floats[] = {w->states, w->S_packed, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv,
+    lacs_cpu_scratch_free(w->states); /* the large two, kept between calls (cpu.h) */
+    lacs_cpu_scratch_free(w->S_packed);
+    float *floats[] = {w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv,
                        w->KQd, w->R, w->U, w->Vp, w->Kl, w->KlT, w->KQK};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         free(floats[i]);
@@ -38,9 +40,9 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     const size_t C = LACS_CPU_CHUNK, k = (size_t)K, v = (size_t)V;
     const size_t k_even = (k + 1) / 2 * 2, c_even = (C + 1) / 2 * 2;
     memset(w, 0, sizeof *w);
-    w->states = malloc(LACS_CPU_HEAD_GROUP * k * v * sizeof(float));
+    w->states = lacs_cpu_scratch_alloc(LACS_CPU_HEAD_GROUP * k * v * sizeof(float));
     w->S = w->states;
-    w->S_packed = malloc((packed_state > 0 ? packed_state : 1) * sizeof(float));
+    w->S_packed = lacs_cpu_scratch_alloc((packed_state > 0 ? packed_state : 1) * sizeof(float));
     w->kq = malloc(2 * C * k * sizeof(float));
     w->v = malloc(C * v * sizeof(float));
     w->G = malloc(C * k * sizeof(float));
