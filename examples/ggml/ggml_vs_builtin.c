@@ -14,7 +14,12 @@
  * rounds, their ratio, and the largest
  * difference between the two outputs relative to the output's largest
  * magnitude (a check that both computed the same thing). Threads: --threads
- * (both; default 2), as LACS_THREADS and LACS_GGML_THREADS.
+ * (both; default 2), as LACS_THREADS and LACS_GGML_THREADS. ggml's workers
+ * poll for work after a graph (its default, poll = 50), holding a core for
+ * milliseconds: its threadpool is paused (lacs_ggml_pause_threads) before
+ * builtin:cpu's calls are timed, which otherwise ran on what the spinning
+ * workers left them (builtin:cpu's own workers spin 5 microseconds, then
+ * sleep).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -34,6 +39,8 @@
 typedef void *(*prepare_fn)(const char *, const lacs_tensor *, int, const lacs_param *, int);
 typedef int (*compute_fn)(void *);
 typedef void (*finish_fn)(void *, lacs_tensor *, int);
+typedef void (*pause_fn)(void);
+static pause_fn pause_ggml_threads;
 
 static double now(void)
 {
@@ -135,6 +142,7 @@ static int run_shape(const char *shape, int rounds, int steps, prepare_fn prepar
         for (int step = 0; step < steps; step++)
             compute(call);
         t_ggml[r] = (now() - t0) / steps;
+        pause_ggml_threads(); /* its workers stop polling: the cores are builtin:cpu's */
         t0 = now();
         for (int step = 0; step < steps; step++)
             lacs_cpu_run("gated_delta_rule", in, n_in, NULL, 0, mine, n_out);
@@ -210,7 +218,8 @@ int main(int argc, char **argv)
     prepare_fn prepare = (prepare_fn)dlsym(library, "lacs_ggml_prepare");
     compute_fn compute = (compute_fn)dlsym(library, "lacs_ggml_compute");
     finish_fn finish = (finish_fn)dlsym(library, "lacs_ggml_finish");
-    if (!prepare || !compute || !finish) {
+    pause_ggml_threads = (pause_fn)dlsym(library, "lacs_ggml_pause_threads");
+    if (!prepare || !compute || !finish || !pause_ggml_threads) {
         fprintf(stderr, "ggml_vs_builtin: %s does not export the adapter's entry points\n", plugin);
         return 2;
     }

@@ -26,7 +26,9 @@
  *
  * The plugin also exports lacs_ggml_prepare, lacs_ggml_compute and
  * lacs_ggml_finish (below), so that a timing harness (ggml_vs_builtin.c)
- * can time ggml's graph alone, its inputs already in ggml's layout.
+ * can time ggml's graph alone, its inputs already in ggml's layout, and
+ * lacs_ggml_pause_threads, so that it can stop ggml's workers polling for
+ * work while it times something else.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -90,9 +92,10 @@ static int threads(void)
 /* ---- one ggml graph per sequence (or per batch of equal sequences) ---- */
 
 /* The process's ggml threadpool, started on first use. */
+static struct ggml_threadpool *pool = NULL;
+
 static struct ggml_threadpool *shared_threadpool(void)
 {
-    static struct ggml_threadpool *pool = NULL;
     if (!pool) {
         struct ggml_threadpool_params params = ggml_threadpool_params_default(threads());
         pool = ggml_threadpool_new(&params);
@@ -262,6 +265,15 @@ void *lacs_ggml_prepare(const char *op, const lacs_tensor *inputs, int n_inputs,
 }
 
 int lacs_ggml_compute(void *call) { return compute(call); }
+
+/* ggml's workers poll for the next graph after each one (ggml_threadpool_params_default's poll = 50: a
+ * spin of some 6 million rounds), holding a core: paused (ggml_threadpool_pause) they sleep until the next
+ * graph, which resumes them (ggml_graph_compute). */
+void lacs_ggml_pause_threads(void)
+{
+    if (pool)
+        ggml_threadpool_pause(pool);
+}
 
 void lacs_ggml_finish(void *call, lacs_tensor *outputs, int n_outputs)
 {
