@@ -328,13 +328,15 @@ static void rmsnorm_row(const row_job *job, const void *x, float *y)
 static void rmsnorm_vjp_row(const row_job *job, const void *x, const void *dy, float *dx, double *column_sums)
 {
     const int64_t dim = job->dim;
-    const double rms = sqrt(job->k->sum_of_squares(x, job->bf16, dim) / (double)dim + job->eps);
+    double sum_sq, dot;
+    job->k->squares_and_weighted_dot(x, dy, job->bf16, job->weight, dim, &sum_sq, &dot);
+    const double rms = sqrt(sum_sq / (double)dim + job->eps);
     if (rms == 0) {
         fill(dx, dim, 0.0f);
         return;
     }
     const double inv = 1 / rms;
-    const double y_dot_g = job->k->weighted_dot(x, dy, job->bf16, job->weight, dim) * inv;
+    const double y_dot_g = dot * inv;
     job->k->project(x, dy, job->bf16, dim, job->weight, y_dot_g * inv / (double)dim, inv, dx, column_sums,
                     job->stream);
 }
@@ -363,8 +365,8 @@ static void l2norm_row(const row_job *job, const void *x, float *y)
 static void l2norm_vjp_row(const row_job *job, const void *x, const void *dy, float *dx)
 {
     const int64_t dim = job->dim;
-    const double sum_sq = job->k->sum_of_squares(x, job->bf16, dim);
-    const double x_dot_dy = job->k->weighted_dot(x, dy, job->bf16, job->ones, dim);
+    double sum_sq, x_dot_dy;
+    job->k->squares_and_weighted_dot(x, dy, job->bf16, job->ones, dim, &sum_sq, &x_dot_dy);
     double along = 0, denom = 0;
     if (!job->max_eps) {
         const double n2 = sum_sq + job->eps;

@@ -69,8 +69,10 @@ typedef struct {
     /* Row reductions and row updates of rmsnorm, l2norm and their VJPs, in
      * double: x, dy fp32 or bf16 (bf16 set), n elements, weight [n] fp32. */
     double (*sum_of_squares)(const void *x, int bf16, int64_t n);
-    /* sum_i x_i weight_i dy_i */
-    double (*weighted_dot)(const void *x, const void *dy, int bf16, const float *weight, int64_t n);
+    /* sum_of_squares and sum_i x_i weight_i dy_i in one pass over the row: a VJP's first pass reads x and dy
+     * from memory together (rmsnorm_vjp and l2norm_vjp: two passes over a row, not three). */
+    void (*squares_and_weighted_dot)(const void *x, const void *dy, int bf16, const float *weight, int64_t n,
+                                     double *sum_of_squares, double *weighted_dot);
     /* y_i = weight_i (x_i inv), rounded once to fp32; stream: y may be written
      * with non-temporal stores (fenced before the call returns). */
     void (*scale)(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream);

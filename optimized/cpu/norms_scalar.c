@@ -240,6 +240,13 @@ static double weighted_dot_scalar(const void *x, const void *dy, int bf16, const
     return sum;
 }
 
+static void squares_and_weighted_dot_scalar(const void *x, const void *dy, int bf16, const float *weight, int64_t n,
+                                            double *sum_of_squares, double *weighted_dot)
+{
+    *sum_of_squares = sum_of_squares_scalar(x, bf16, n);
+    *weighted_dot = weighted_dot_scalar(x, dy, bf16, weight, n);
+}
+
 static void scale_scalar(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream)
 {
     (void)stream; /* ordinary stores */
@@ -270,7 +277,7 @@ const lacs_cpu_norm_kernels lacs_cpu_norm_kernels_scalar = {
     .softcap = softcap_scalar,
     .softcap_vjp = softcap_vjp_scalar,
     .sum_of_squares = sum_of_squares_scalar,
-    .weighted_dot = weighted_dot_scalar,
+    .squares_and_weighted_dot = squares_and_weighted_dot_scalar,
     .scale = scale_scalar,
     .project = project_scalar,
 };

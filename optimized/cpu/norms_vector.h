@@ -750,16 +750,25 @@ static double norms_sum_of_squares(const void *x, int bf16, int64_t n)
     return vd_reduce_add(vd_add(lo, hi));
 }
 
-static double norms_weighted_dot(const void *x, const void *dy, int bf16, const float *weight, int64_t n)
+/* sum_i x_i^2 and sum_i x_i weight_i dy_i in one pass: the squares' accumulators as norms_sum_of_squares's (the
+ * same bits), the triple products summed in double per lane, in order. */
+static void norms_squares_and_weighted_dot(const void *x, const void *dy, int bf16, const float *weight, int64_t n,
+                                           double *sum_of_squares, double *weighted_dot)
 {
-    vdouble sum = vd_zero();
+    vdouble lo = vd_zero(), hi = vd_zero(), sum = vd_zero();
     for (int64_t i = 0; i < n; i += SIMD_LANES) {
         const int64_t count = n - i;
-        prefetch_ahead(dy, i * (bf16 ? 2 : 4)); /* dy's first pass, from memory (x is in cache by now) */
-        sum = add_triple_products(sum, v_load_any(x, bf16, i, count), v_load_first(weight + i, count),
-                                  v_load_any(dy, bf16, i, count), vm_first(count));
+        prefetch_ahead(x, i * (bf16 ? 2 : 4));
+        prefetch_ahead(dy, i * (bf16 ? 2 : 4));
+        const vfloat v = v_load_any(x, bf16, i, count);
+        const vdouble v_lo = vd_half(v, 0), v_hi = vd_half(v, 1);
+        lo = vd_fma(v_lo, v_lo, lo);
+        hi = vd_fma(v_hi, v_hi, hi);
+        sum = add_triple_products(sum, v, v_load_first(weight + i, count), v_load_any(dy, bf16, i, count),
+                                  vm_first(count));
     }
-    return vd_reduce_add(sum);
+    *sum_of_squares = vd_reduce_add(vd_add(lo, hi));
+    *weighted_dot = vd_reduce_add(sum);
 }
 
 /* y_i = weight_i (x_i inv) for i in [from, to) (whole vectors but the last). */
@@ -852,7 +861,7 @@ const lacs_cpu_norm_kernels NORM_KERNELS = {
     .softcap = norms_softcap,
     .softcap_vjp = norms_softcap_vjp,
     .sum_of_squares = norms_sum_of_squares,
-    .weighted_dot = norms_weighted_dot,
+    .squares_and_weighted_dot = norms_squares_and_weighted_dot,
     .scale = norms_scale,
     .project = norms_project,
 };
