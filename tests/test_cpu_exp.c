@@ -99,7 +99,11 @@ static subnormal_report check_subnormals(int64_t n, const float *x, const float 
     return r;
 }
 
-Test(cpu_exp, subnormal_results_are_placed_exactly)
+/* Every fp32 x in [-104.5, -86] through each runnable kernel's exp row, its results then made by `twin`
+ * (NULL: as they are) and checked by `check`. */
+typedef void (*exp_check)(const exp_kernel *kernel, int64_t n, const float *x, const float *y);
+
+static void for_each_kernel(void (*twin)(int64_t n, const float *x, float *y), exp_check check)
 {
     int64_t n;
     float *x = negative_range(-104.5f, -86.0f, &n);
@@ -110,50 +114,51 @@ Test(cpu_exp, subnormal_results_are_placed_exactly)
             continue;
         memcpy(y, x, (size_t)n * sizeof *y);
         kernels[k].exp_row(n, y, 0.0f, 0);
-        const subnormal_report r = check_subnormals(n, x, y);
-        cr_log_info("cpu_exp %s: %lld inputs, largest subnormal error %.4f units of 2^-149, %lld placed exactly of "
-                    "%lld checked",
-                    kernels[k].isa, (long long)n, r.max_units, (long long)(r.placed - r.misplaced),
-                    (long long)r.placed);
-        cr_expect_leq(r.max_units, SUBNORMAL_BOUND_UNITS, "%s: a subnormal exp off by %.4f units of 2^-149",
-                      kernels[k].isa, r.max_units);
-        cr_expect_gt(r.placed, n / 2, "%s: only %lld results checked for placement", kernels[k].isa,
-                     (long long)r.placed);
-        cr_expect_eq(r.misplaced, 0, "%s: %lld subnormal results not the nearest multiple of 2^-149",
-                     kernels[k].isa, (long long)r.misplaced);
-        cr_expect_eq(r.nonzero_below, 0, "%s: %lld results not 0 below half the smallest subnormal",
-                     kernels[k].isa, (long long)r.nonzero_below);
+        if (twin)
+            twin(n, x, y);
+        check(&kernels[k], n, x, y);
     }
     free(x);
     free(y);
 }
 
-Test(cpu_exp, truncated_subnormals_are_rejected)
+static void expect_placed_exactly(const exp_kernel *kernel, int64_t n, const float *x, const float *y)
 {
-    int64_t n;
-    float *x = negative_range(-104.5f, -86.0f, &n);
-    float *y = malloc((size_t)n * sizeof *y);
-    cr_assert_not_null(y);
-    for (int k = 0; k < N_KERNELS; k++) {
-        if (!runnable(&kernels[k]))
-            continue;
-        memcpy(y, x, (size_t)n * sizeof *y);
-        kernels[k].exp_row(n, y, 0.0f, 0);
-        /* the wrong twin: subnormal results rounded toward zero (a truncating conversion of e_r 2^(n + 149)) */
-        for (int64_t i = 0; i < n; i++) {
-            const long double exact = expl((long double)x[i]);
-            if (exact < 0x1p-126L)
-                y[i] = (float)(floorl(exact / 0x1p-149L) * 0x1p-149L);
-        }
-        const subnormal_report r = check_subnormals(n, x, y);
-        cr_log_info("cpu_exp %s: truncated: %lld of %lld misplaced", kernels[k].isa, (long long)r.misplaced,
-                    (long long)r.placed);
-        cr_expect_gt(r.misplaced, r.placed / 4, "%s: truncation went unnoticed (%lld of %lld misplaced)",
-                     kernels[k].isa, (long long)r.misplaced, (long long)r.placed);
-    }
-    free(x);
-    free(y);
+    const subnormal_report r = check_subnormals(n, x, y);
+    cr_log_info("cpu_exp %s: %lld inputs, largest subnormal error %.4f units of 2^-149, %lld placed exactly of "
+                "%lld checked",
+                kernel->isa, (long long)n, r.max_units, (long long)(r.placed - r.misplaced), (long long)r.placed);
+    cr_expect_leq(r.max_units, SUBNORMAL_BOUND_UNITS, "%s: a subnormal exp off by %.4f units of 2^-149",
+                  kernel->isa, r.max_units);
+    cr_expect_gt(r.placed, n / 2, "%s: only %lld results checked for placement", kernel->isa, (long long)r.placed);
+    cr_expect_eq(r.misplaced, 0, "%s: %lld subnormal results not the nearest multiple of 2^-149", kernel->isa,
+                 (long long)r.misplaced);
+    cr_expect_eq(r.nonzero_below, 0, "%s: %lld results not 0 below half the smallest subnormal", kernel->isa,
+                 (long long)r.nonzero_below);
 }
+
+Test(cpu_exp, subnormal_results_are_placed_exactly) { for_each_kernel(NULL, expect_placed_exactly); }
+
+/* The wrong twin: subnormal results rounded toward zero (a truncating conversion of e_r 2^(n + 149)). */
+static void truncate_subnormals(int64_t n, const float *x, float *y)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const long double exact = expl((long double)x[i]);
+        if (exact < 0x1p-126L)
+            y[i] = (float)(floorl(exact / 0x1p-149L) * 0x1p-149L);
+    }
+}
+
+static void expect_misplaced(const exp_kernel *kernel, int64_t n, const float *x, const float *y)
+{
+    const subnormal_report r = check_subnormals(n, x, y);
+    cr_log_info("cpu_exp %s: truncated: %lld of %lld misplaced", kernel->isa, (long long)r.misplaced,
+                (long long)r.placed);
+    cr_expect_gt(r.misplaced, r.placed / 4, "%s: truncation went unnoticed (%lld of %lld misplaced)", kernel->isa,
+                 (long long)r.misplaced, (long long)r.placed);
+}
+
+Test(cpu_exp, truncated_subnormals_are_rejected) { for_each_kernel(truncate_subnormals, expect_misplaced); }
 
 Test(cpu_exp, normalised_rows_drop_weights_below_2_126)
 {
