@@ -46,7 +46,6 @@
 
 #include "cpu.h" /* optimized/cpu/cpu.h: the GEMM tables, flop counts, lacs_cpu_parallel_for, bf16 rounding */
 #include "lacs/prng.h"
-#include "recurrent_backward.h" /* optimized/cpu: the recurrent backward's kernels, for their anchor */
 
 /* Every input is drawn from this seed (one stream per tensor name). */
 #define BENCH_SEED 20250601u
@@ -624,7 +623,6 @@ typedef struct {
     int64_t reference_T;
     double reference_scaled_seconds;
     char core[32];            /* OpenBLAS's kernel, for the sgemm anchor */
-    double split_us[3];       /* the backward kernels' anchor: us per token of each kernel (see backward_rate_job) */
     char message[240];
 } child_result;
 
@@ -1031,90 +1029,6 @@ static void gemm_rate_job(const void *argument, child_result *r)
     gemm_rate_close(&g);
 }
 
-/* The recurrent backward's kernels (optimized/cpu/recurrent_backward_kernels.h, README.md section 9) on
- * every thread, each its own head (K = V = 128, a chunk of LACS_CPU_BACKWARD_CHUNK tokens whose states stay in
- * L2, the Gated DeltaNet update): microseconds per token of the forward in place (the checkpoint passes, twice
- * per token of the backward), of the forward into the chunk's states and of the adjoint, best of 7 rounds of
- * about 20 ms each; value = the GFLOP/s their per-token sum gives at the backward's count (18 K V per token and
- * head, config_flops), all threads: the backward's roofline when nothing but its kernels costs time. */
-enum { BACKWARD_RATE_K = 128, BACKWARD_RATE_V = 128, BACKWARD_RATE_C = LACS_CPU_BACKWARD_CHUNK };
-
-typedef struct {
-    const lacs_cpu_backward_kernels *kernels;
-    float *memory; /* per thread: states, dh, e, rows, gradients */
-    int64_t per_thread, calls_per_item;
-    int which; /* 0: forward in place, 1: forward into the states, 2: the adjoint */
-} backward_rate_context;
-
-static void backward_rate_item(void *context, int64_t item, int thread)
-{
-    (void)item;
-    const backward_rate_context *b = context;
-    enum { K = BACKWARD_RATE_K, V = BACKWARD_RATE_V, C = BACKWARD_RATE_C };
-    float *states = b->memory + thread * b->per_thread, *dh = states + (C + 1) * K * V, *e = dh + K * V;
-    float *rows = e + C * V, *g = rows + C * (4 * K + 2 * V);
-    lacs_cpu_backward_token x[C];
-    for (int i = 0; i < C; i++) {
-        float *q = rows + i * (4 * K + 2 * V), *k = q + K, *decay = k + K, *v = decay + K, *dout = v + V;
-        x[i] = (lacs_cpu_backward_token){.q = q, .k = k, .v = v, .dout = dout, .decay = decay, .coef = 0.5f};
-    }
-    for (int64_t call = 0; call < b->calls_per_item; call++) {
-        if (b->which < 2)
-            b->kernels->forward(BACKWARD_DELTA, K, V, states, b->which ? K * V : 0, C, x, e);
-        else
-            b->kernels->backward(BACKWARD_DELTA, K, V, 0.088f, states, K * V, C, e, x, dh, g, g + C * K, g + 2 * C * K,
-                                 g + 3 * C * K, g + 4 * C * K, g + 4 * C * K + C * V, g + 5 * C * K + C * V,
-                                 g + 5 * C * K + 2 * C * V);
-    }
-}
-
-static void backward_rate_job(const void *argument, child_result *r)
-{
-    (void)argument;
-    enum { K = BACKWARD_RATE_K, V = BACKWARD_RATE_V, C = BACKWARD_RATE_C };
-    const char *isa = lacs_cpu_isa_name();
-    const int threads = lacs_cpu_threads();
-    backward_rate_context b = {
-        .kernels = isa && strcmp(isa, "avx512") == 0 ? &lacs_cpu_backward_kernels_avx512
-                   : isa && strcmp(isa, "avx2") == 0  ? &lacs_cpu_backward_kernels_avx2
-                                                      : &lacs_cpu_backward_kernels_scalar,
-        .per_thread = (C + 2) * K * V + C * V + C * (4 * K + 2 * V) + C * (4 * K + 4 * V) + C,
-        .calls_per_item = 20e-3 / (C * 4e-6) + 1}; /* about 20 ms a round at 4 us per token */
-    b.memory = calloc((size_t)(b.per_thread * threads), sizeof(float));
-    if (!b.memory) {
-        r->status = STATUS_ERROR;
-        set_message(r, "out of memory");
-        return;
-    }
-    for (int t = 0; t < threads; t++) /* unit q and k, decay 0.95, v and do in [-0.3, 0.3] */
-        for (int i = 0; i < C; i++) {
-            float *q = b.memory + t * b.per_thread + (C + 2) * K * V + C * V + i * (4 * K + 2 * V);
-            for (int c = 0; c < K; c++) {
-                q[c] = q[K + c] = (c % 2 ? 1.0f : -1.0f) / sqrtf((float)K);
-                q[2 * K + c] = 0.95f;
-            }
-            for (int j = 0; j < 2 * V; j++)
-                q[3 * K + j] = 0.1f * (float)((i + j) % 7 - 3);
-        }
-    double total = 0;
-    for (int which = 0; which < 3; which++) {
-        b.which = which;
-        lacs_cpu_parallel_for(threads, threads, backward_rate_item, &b); /* warm-up */
-        double best = INFINITY;
-        for (int round = 0; round < 7; round++) {
-            const double t0 = now_seconds();
-            lacs_cpu_parallel_for(threads, threads, backward_rate_item, &b);
-            best = fmin(best, now_seconds() - t0);
-        }
-        r->split_us[which] = best / (double)(b.calls_per_item * C) * 1e6;
-        total += (which == 0 ? 2 : 1) * r->split_us[which];
-    }
-    r->seconds = total * 1e-6;
-    r->value = 18.0 * K * V * threads / r->seconds / 1e9;
-    r->threads = threads;
-    free(b.memory);
-}
-
 /* The anchors of one instruction set. */
 typedef struct {
     const char *isa;
@@ -1122,7 +1036,6 @@ typedef struct {
     double chunk_gflops;       /* builtin:cpu sgemm at the chunk algorithm's state product, all threads */
     double chunk_bf16_gflops;  /* the same with bgemm (bf16 operands) */
     double block_gflops;       /* builtin:cpu sgemm at the attention blocks' logits product */
-    double backward_gflops;    /* the recurrent backward's kernels, all threads (backward_rate_job) */
 } isa_anchors;
 
 typedef struct {
@@ -1594,14 +1507,18 @@ static void print_summary(const bench_config *configs, config_outcome (*outcomes
                              "attention_flops/algorithm_flops*block_gemm/sgemm");
             }
         /* issue 20: the GDN backward against sgemm, its flops counted as 3x the forward's (18 K V per token and
-         * head); bound: its kernels' rate on every thread with its states in L2 (backward_rate_job) */
+         * head); roofline: every product of the chunked backward (its adjoint and its checkpoint passes,
+         * lacs_cpu_algorithm_flops) at builtin:cpu's chunk-shape GEMM rate, nothing else costing time */
         for (int tier = 0; tier < 2; tier++) {
             const config_outcome *bwd =
                 find_outcome(configs, outcomes, n, i, "gated_delta_rule_vjp", tier, MODE_PREFILL, 1, attention_T);
+            const bench_config shape = {"gated_delta_rule_vjp", MODE_PREFILL, tier, 1, attention_T, 16, 16, 128, 128, 1};
             snprintf(what, sizeof what, "op=gated_delta_rule_vjp tier=%s mode=prefill T=%lld", tier ? "bf16" : "fp32",
                      (long long)attention_T);
             print_target(isa, what, "ratio_vs_sgemm", GOAL_BACKWARD_VS_SGEMM, bwd ? bwd->ratio_vs_sgemm : NAN,
-                         outcome_problem(bwd), ia->backward_gflops / ia->sgemm_gflops, "backward_kernels/sgemm");
+                         outcome_problem(bwd),
+                         config_flops(&shape) / config_algorithm_flops(&shape) * ia->chunk_gflops / ia->sgemm_gflops,
+                         "backward_flops/algorithm_flops*chunk_gemm/sgemm");
         }
         /* O(state) memory: the recurrent family's workspace does not grow with T */
         for (int o = 0; o < 2 && long_T > short_T; o++) {
@@ -1713,19 +1630,6 @@ int main(int argc, char **argv)
             print_field("gflops", "%.1f", *rates[k].value);
             printf(" m=%lld n=%lld k=%lld threads=%d status=%s\n", (long long)rates[k].shape->m,
                    (long long)rates[k].shape->n, (long long)rates[k].shape->k, r.threads, status_names[r.status]);
-        }
-        if (opt.op_selected[N_BENCH_OPS - 1]) { /* gated_delta_rule_vjp: its kernels' roofline */
-            run_in_child(backward_rate_job, NULL, opt.isas[i], limit_s, &r, &rss);
-            ia->backward_gflops = r.status == STATUS_OK ? r.value : NAN;
-            errors += r.status != STATUS_OK;
-            printf("anchor name=backward_kernels isa=%s impl=builtin:cpu", opt.isas[i]);
-            print_field("gflops", "%.1f", ia->backward_gflops);
-            print_field("forward_in_place_us", "%.2f", r.status == STATUS_OK ? r.split_us[0] : NAN);
-            print_field("forward_into_states_us", "%.2f", r.status == STATUS_OK ? r.split_us[1] : NAN);
-            print_field("adjoint_us", "%.2f", r.status == STATUS_OK ? r.split_us[2] : NAN);
-            print_field("per_token_us", "%.2f", r.status == STATUS_OK ? r.seconds * 1e6 : NAN);
-            printf(" K=%d V=%d chunk=%d threads=%d status=%s\n", BACKWARD_RATE_K, BACKWARD_RATE_V, BACKWARD_RATE_C,
-                   r.threads, status_names[r.status]);
         }
     }
     run_in_child(copy_job, NULL, NULL, limit_s, &r, &rss);

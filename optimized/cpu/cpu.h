@@ -188,11 +188,13 @@ void lacs_cpu_parallel_split(int threads, int64_t n_items, lacs_cpu_task fn, voi
 #define LACS_CPU_CHUNK 32
 /* The floating-point operations builtin:cpu's algorithm performs for `op` on
  * one head of one sequence of T tokens (K, V the head dims), counted as its
- * dense products (the recurrent family with scalar or no gates): the
- * rooflines of the bench (bench/lacs_bench.c). NAN for an op it does not
- * count. Each family counts its own algorithm, next to it. */
+ * dense products (the recurrent family with scalar or no gates, and its
+ * gradients, the chunked backward): the rooflines of the bench
+ * (bench/lacs_bench.c). NAN for an op it does not count. Each family counts
+ * its own algorithm, next to it. */
 double lacs_cpu_algorithm_flops(const char *op, int64_t T, int64_t K, int64_t V);
 double lacs_cpu_chunk_flops(int64_t T, int64_t K, int64_t V);                       /* recurrent.c */
+double lacs_cpu_backward_chunk_flops(int64_t T, int64_t K, int64_t V);              /* recurrent_backward.c */
 double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V);   /* attention.c */
 
 /* ---- the families (each file one; called by lacs_cpu_run after validation) ---- */

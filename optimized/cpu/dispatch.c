@@ -602,11 +602,29 @@ void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, ui
         }
 }
 
+int lacs_cpu_backward_state_bytes(size_t *bytes)
+{
+    const char *text = getenv("LACS_CPU_BACKWARD_STATE_MIB");
+    *bytes = LACS_CPU_BACKWARD_STATE_BYTES;
+    if (!text || !*text)
+        return LACS_OK;
+    char *end;
+    errno = 0;
+    const long long mib = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || mib < 0 || mib > 65536)
+        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu",
+                              "LACS_CPU_BACKWARD_STATE_MIB=%s is not a whole number of MiB in 0..65536", text);
+    *bytes = (size_t)mib << 20;
+    return LACS_OK;
+}
+
 int lacs_cpu_environment_check(void)
 {
     lacs_cpu_isa isa;
     int native = 0, rc;
-    if ((rc = choose_isa(&isa)) != LACS_OK || (rc = choose_bf16_products(&native)) != LACS_OK)
+    size_t state_bytes;
+    if ((rc = choose_isa(&isa)) != LACS_OK || (rc = choose_bf16_products(&native)) != LACS_OK ||
+        (rc = lacs_cpu_backward_state_bytes(&state_bytes)) != LACS_OK)
         return rc;
     return check_threads_env();
 }
@@ -622,6 +640,10 @@ double lacs_cpu_algorithm_flops(const char *op, int64_t T, int64_t K, int64_t V)
         return lacs_cpu_chunk_flops(T, K, V);
     if (info->family == LACS_FAMILY_ATTENTION)
         return lacs_cpu_attention_flops(op, T, K, V);
+    if (info->family == LACS_FAMILY_VJP && lacs_op_forward(info) &&
+        lacs_op_forward(info)->family == LACS_FAMILY_RECURRENT && lacs_cpu_recurrent_backward_implements(op) &&
+        strcmp(op, "gla_vjp") != 0) /* the chunked backward, with a scalar decay or none (gla's is per channel) */
+        return lacs_cpu_backward_chunk_flops(T, K, V);
     return NAN;
 }
 

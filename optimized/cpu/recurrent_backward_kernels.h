@@ -191,8 +191,292 @@ static void backward(lacs_cpu_backward_update update, int64_t K, int64_t V, floa
     }
 }
 
+/* ---- the chunked backward (README.md section 9): scalar decays or none, the products on the GEMM table ---- */
+
+/* out [cols x rows] (ldo) = in [rows x cols] (ldi) transposed: 8 x 8 blocks by simd_transpose_8x8, the edges
+ * element by element. */
+static void chunk_transpose(int64_t rows, int64_t cols, const float *in, int64_t ldi, float *out, int64_t ldo)
+{
+    const int64_t rows8 = rows / 8 * 8, cols8 = cols / 8 * 8;
+    for (int64_t i = 0; i < rows8; i += 8)
+        for (int64_t j = 0; j < cols8; j += 8)
+            simd_transpose_8x8(in + i * ldi + j, ldi, out + j * ldo + i, ldo);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = i < rows8 ? cols8 : 0; j < cols; j++)
+            out[j * ldo + i] = in[i * ldi + j];
+}
+
+/* y = a x over n. */
+static inline void chunk_scale(int64_t n, float a, const float *x, float *y)
+{
+    const vfloat av = v_set1(a);
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(y + i, v_mul(av, v_load_first(x + i, n - i)), n - i);
+}
+
+/* sum_i a_i b_i over n: two vector accumulators, then their lanes. */
+static inline float chunk_dot(int64_t n, const float *a, const float *b)
+{
+    vfloat s0 = v_zero(), s1 = v_zero();
+    int64_t i = 0;
+    for (; i + 2 * SIMD_LANES <= n; i += 2 * SIMD_LANES) {
+        s0 = v_fma(v_load(a + i), v_load(b + i), s0);
+        s1 = v_fma(v_load(a + i + SIMD_LANES), v_load(b + i + SIMD_LANES), s1);
+    }
+    for (; i < n; i += SIMD_LANES)
+        s0 = v_fma(v_load_first(a + i, n - i), v_load_first(b + i, n - i), s0);
+    return v_reduce_add(v_add(s0, s1));
+}
+
+/* out_i = e^{in_i} over n. */
+static inline void chunk_exp(int64_t n, const float *in, float *out)
+{
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(out + i, v_exp(v_load_first(in + i, n - i)), n - i);
+}
+
+/* The row of D that E_t is (E_t = G_{e(t)}): t, or t - 1 for Comba (-1 for t = 0: no decay of this chunk). */
+static inline int64_t chunk_e_index(const lacs_cpu_chunk_settings *s, int64_t t)
+{
+    return s->update == BACKWARD_COMBA ? t - 1 : t;
+}
+
+/* D_tj = e^{G_t - G_j} (j <= t; 0 above): the decay from token j to token t, 1 without decays. */
+static void chunk_decays(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n)
+{
+    for (int64_t t = 0; t < n; t++) {
+        const vfloat gt = v_set1(w->G[t]);
+        for (int64_t j = 0; j < n; j += SIMD_LANES) {
+            const vfloat d = s->decays ? v_exp(v_sub(gt, v_load_first(w->G + j, n - j))) : v_set1(1.0f);
+            v_store_first(w->D + t * n + j, v_zero_unless(vm_first(t + 1 - j), d), n - j);
+        }
+    }
+}
+
+/* The forward's pieces of the chunk from the state S (SPEC.md 4.19):
+ *   [Q; K] K^T (adjoint) or K K^T;  L_tj = e^{E_t - G_j} k_t . k_j (j < t);  Tinv = (I + diag(c) L)^{-1};
+ *   R = V - Kp S, Kp_t = e^{E_t} k_t;  U = Tinv diag(c) R  (V itself for the linear family). */
+static void chunk_forward(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n, const float *S,
+                          int adjoint)
+{
+    const lacs_cpu_gemm *gemm = s->gemm;
+    const int64_t K = s->K, V = s->V;
+    const float *k = w->qk + n * K;
+    float *QK = w->QKK, *KK = w->QKK + n * n;
+    chunk_decays(s, w, n);
+    chunk_transpose(n, K, k, K, w->kT, n);
+    if (s->update == BACKWARD_LINEAR) {
+        if (adjoint)
+            gemm->sgemm_general(n, n, K, w->qk, K, w->kT, n, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+        memcpy(w->U, w->v, (size_t)(n * V) * sizeof(float));
+        return;
+    }
+    if (adjoint) /* QK and KK in one product of 2n rows */
+        gemm->sgemm_general(2 * n, n, K, w->qk, K, w->kT, n, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+    else
+        gemm->sgemm_general(n, n, K, k, K, w->kT, n, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+    for (int64_t t = 0; t < n; t++) {
+        const float *d = w->D + (t > 0 ? chunk_e_index(s, t) : 0) * n; /* row 0 of L is empty */
+        for (int64_t j = 0; j < n; j += SIMD_LANES)
+            v_store_first(w->L + t * n + j,
+                          v_zero_unless(vm_first(t - j), v_mul(v_load_first(d + j, n - j), v_load_first(KK + t * n + j, n - j))),
+                          n - j);
+    }
+    /* Tinv by forward substitution, row by row: T_t = e_t - c_t sum_{j<t} L_tj T_j (T_j is 0 past column j), each
+     * vector of T_t summed in a register */
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t col = 0; col < n; col += SIMD_LANES) {
+            vfloat acc = v_zero();
+            for (int64_t j = col; j < t; j++)
+                acc = v_fma(v_set1(-w->c[t] * w->L[t * n + j]), v_load_first(w->Tinv + j * n + col, n - col), acc);
+            v_store_first(w->Tinv + t * n + col, acc, n - col);
+        }
+        w->Tinv[t * n + t] = 1.0f;
+    }
+    chunk_exp(n, w->E, w->ek);
+    for (int64_t t = 0; t < n; t++)
+        chunk_scale(K, -w->ek[t], k + t * K, w->nKp + t * K);
+    memcpy(w->R, w->v, (size_t)(n * V) * sizeof(float));
+    gemm->sgemm_general(n, V, K, w->nKp, K, S, V, w->R, V, 1.0f, 0);
+    for (int64_t t = 0; t < n; t++)
+        chunk_scale(V, w->c[t], w->R + t * V, w->cR + t * V);
+    gemm->sgemm_general(n, V, n, w->Tinv, n, w->cR, V, w->U, V, 0.0f, LACS_GEMM_A_LOWER);
+}
+
+/* KnT [K x n] and (`rows`) Kn [n x K]: column and row j = e^{G_last - G_j} k_j = D_{last, j} k_j. */
+static void chunk_kn(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n, int rows)
+{
+    const int64_t K = s->K;
+    const float *k = w->qk + n * K, *d = w->D + (n - 1) * n;
+    for (int64_t i = 0; i < K; i++)
+        for (int64_t j = 0; j < n; j += SIMD_LANES)
+            v_store_first(w->KnT + i * n + j, v_mul(v_load_first(d + j, n - j), v_load_first(w->kT + i * n + j, n - j)),
+                          n - j);
+    if (rows)
+        for (int64_t j = 0; j < n; j++)
+            chunk_scale(K, d[j], k + j * K, w->Kn + j * K);
+}
+
+static void chunk_advance(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n, float *S)
+{
+    chunk_forward(s, w, n, S, 0);
+    chunk_kn(s, w, n, 0);
+    s->gemm->sgemm_general(s->K, s->V, n, w->KnT, n, w->U, s->V, S, s->V, s->decays ? expf(w->G[n - 1]) : 1.0f, 0);
+}
+
+/* sum over the state of dS'_rc S_rc: each row's sum in vectors, the rows' in binary64. */
+static double chunk_state_dot(int64_t K, int64_t V, const float *a, const float *b)
+{
+    double sum = 0.0;
+    for (int64_t r = 0; r < K; r++)
+        sum += chunk_dot(V, a + r * V, b + r * V);
+    return sum;
+}
+
+/* The adjoint of the chunk (README.md section 9), from its first state S, dS = dS' the cotangent of its last
+ * state on entry and of S on return. With P_tj = scale e^{G_t - G_j} q_t . k_j (j <= t):
+ *   dP = do U^T,  dU = P^T do + Kn dS',  Y = Tinv^T dU,  dR = c (.) Y = dv,
+ *   dc_t = Y_t . R_t - sum_{j<t} L_tj (Y U^T)_tj,
+ *   dq = scale e^{G} (.) (do S^T) + (scale Gamma (.) dP) K,
+ *   dk = (scale Gamma (.) dP)^T Q + (M + M^T) K - e^{E} (.) (dR S^T) + e^{G_last - G} (.) (U dS'^T),
+ *        M_tj = -c_t (Y U^T)_tj e^{E_t - G_j} (j < t),
+ *   dS = e^{G_last} dS' + [scale Qp; -Kp]^T [do; dR],
+ * and dG_t, the gradient of G_t, whose reverse cumulative sum in the chunk is dg_t. The products whose right
+ * operand is a transpose (U^T, S^T, dS'^T) take it from an explicit transpose of the smaller side (the frame's
+ * packing of a transposed operand goes element by element). */
+static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n, const float *S,
+                          float *dS)
+{
+    const lacs_cpu_gemm *gemm = s->gemm;
+    const int64_t K = s->K, V = s->V;
+    const int correct = s->update != BACKWARD_LINEAR;
+    const int64_t stacked = correct ? 2 * n : n; /* [do; dR], or do alone */
+    const float scale = s->scale;
+    chunk_forward(s, w, n, S, 1);
+    chunk_kn(s, w, n, 1);
+    const float decay_last = s->decays ? expf(w->G[n - 1]) : 1.0f;
+    const float *q = w->qk, *k = w->qk + n * K, *dO = w->dOdR, *D = w->D, *d_last = w->D + (n - 1) * n;
+    float *dR = w->dOdR + n * V, *QK = w->QKK, *dG = w->dg, *column = w->column;
+    chunk_exp(n, w->G, w->eq);
+    for (int64_t t = 0; t < n; t++) {
+        dG[t] = 0.0f;
+        w->eq[t] *= scale;
+    }
+    chunk_transpose(n, V, w->U, V, w->UT, n);
+
+    /* dP = do U^T; P and Pd = scale Gamma (.) dP; P's pairs' terms of dG (row sums in, column sums out) */
+    gemm->sgemm_general(n, n, V, dO, V, w->UT, n, w->dP, n, 0.0f, LACS_GEMM_C_LOWER);
+    for (int64_t j = 0; j < n; j++)
+        column[j] = 0.0f;
+    const vfloat sv = v_set1(scale);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < n; j += SIMD_LANES) {
+            const vmask lower = vm_first(t + 1 - j), strict = vm_first(t - j);
+            const vfloat d = v_mul(sv, v_load_first(D + t * n + j, n - j)), dp = v_load_first(w->dP + t * n + j, n - j);
+            const vfloat p = v_zero_unless(lower, v_mul(d, v_load_first(QK + t * n + j, n - j)));
+            v_store_first(w->P + t * n + j, p, n - j);
+            v_store_first(w->Pd + t * n + j, v_zero_unless(lower, v_mul(d, dp)), n - j);
+            const vfloat pair = v_zero_unless(strict, v_mul(dp, p));
+            dG[t] += v_reduce_add(pair);
+            v_store_first(column + j, v_sub(v_load_first(column + j, n - j), pair), n - j);
+        }
+    chunk_transpose(n, n, w->P, n, w->PT, n);
+    /* dU = Kn dS' + P^T do */
+    gemm->sgemm_general(n, V, K, w->Kn, K, dS, V, w->dU, V, 0.0f, 0);
+    gemm->sgemm_general(n, V, n, w->PT, n, dO, V, w->dU, V, 1.0f, 0);
+    /* Z = (dS' U^T)^T: dk's term through Kn, and Kn's and e^{G_last} S's terms of dG */
+    gemm->sgemm_general(K, n, V, dS, V, w->UT, n, w->ZT, n, 0.0f, 0);
+    chunk_transpose(K, n, w->ZT, n, w->Z, K);
+    dG[n - 1] += decay_last * (float)chunk_state_dot(K, V, dS, S);
+    for (int64_t j = 0; j < n; j++) {
+        const float pair = chunk_dot(K, w->Kn + j * K, w->Z + j * K); /* Kn_j . (U dS'^T)_j */
+        column[j] -= pair;
+        dG[n - 1] += pair;
+        chunk_scale(K, d_last[j], w->Z + j * K, w->dk + j * K);
+    }
+
+    /* A2 = [Pd^T | M + M^T]; the correction: Y, dR = dv, dc, M with L's terms of dG */
+    chunk_transpose(n, n, w->Pd, n, w->A2, 2 * n);
+    for (int64_t j = 0; j < n; j++)
+        memset(w->A2 + j * 2 * n + n, 0, (size_t)n * sizeof(float));
+    w->dv = w->dU; /* the linear family's dv */
+    if (correct) {
+        chunk_transpose(n, n, w->Tinv, n, w->TinvT, n);
+        gemm->sgemm_general(n, V, n, w->TinvT, n, w->dU, V, w->Y, V, 0.0f, 0);
+        for (int64_t t = 0; t < n; t++)
+            chunk_scale(V, w->c[t], w->Y + t * V, dR + t * V);
+        w->dv = dR;
+        gemm->sgemm_general(n, n, V, w->Y, V, w->UT, n, w->YU, n, 0.0f, LACS_GEMM_C_LOWER);
+        float *M = w->dP, *MT = w->TinvT; /* free by now */
+        for (int64_t t = 0; t < n; t++) {
+            const float *d = D + (t > 0 ? chunk_e_index(s, t) : 0) * n; /* e^{E_t - G_j} */
+            const vfloat neg_c = v_set1(-w->c[t]);
+            vfloat dc_sum = v_zero(), row_sum = v_zero();
+            for (int64_t j = 0; j < n; j += SIMD_LANES) {
+                const vmask strict = vm_first(t - j);
+                const vfloat yu = v_zero_unless(strict, v_load_first(w->YU + t * n + j, n - j));
+                const vfloat l = v_load_first(w->L + t * n + j, n - j); /* 0 from j = t on */
+                dc_sum = v_fma(l, yu, dc_sum);
+                const vfloat dL = v_mul(neg_c, yu);
+                v_store_first(M + t * n + j, v_mul(dL, v_load_first(d + j, n - j)), n - j);
+                const vfloat pl = v_mul(dL, l);
+                row_sum = v_add(row_sum, pl);
+                v_store_first(column + j, v_sub(v_load_first(column + j, n - j), pl), n - j);
+            }
+            w->dc[t] = chunk_dot(V, w->Y + t * V, w->R + t * V) - v_reduce_add(dc_sum);
+            if (t > 0) /* j < t: e(t) >= 0 */
+                dG[chunk_e_index(s, t)] += v_reduce_add(row_sum);
+        }
+        chunk_transpose(n, n, M, n, MT, n);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t j = 0; j < n; j += SIMD_LANES)
+                v_store_first(w->A2 + t * 2 * n + n + j,
+                              v_add(v_load_first(M + t * n + j, n - j), v_load_first(MT + t * n + j, n - j)), n - j);
+    }
+
+    /* X = (S [do; dR]^T)^T: dq's and Kp's terms */
+    chunk_transpose(stacked, V, w->dOdR, V, w->dOdRT, stacked);
+    gemm->sgemm_general(K, stacked, V, S, V, w->dOdRT, stacked, w->XT, stacked, 0.0f, 0);
+    chunk_transpose(K, stacked, w->XT, stacked, w->X, K);
+    for (int64_t j = 0; j < n; j++)
+        dG[j] += column[j];
+    for (int64_t t = 0; t < n; t++) {
+        chunk_scale(K, w->eq[t], w->X + t * K, w->dq + t * K);
+        dG[t] += chunk_dot(K, q + t * K, w->dq + t * K);
+        if (correct) { /* e^{E_t} dKp_t, dKp = -dR S^T, in place of X's row */
+            float *dkp = w->X + (n + t) * K;
+            chunk_scale(K, -w->ek[t], dkp, dkp);
+            for (int64_t i = 0; i < K; i += SIMD_LANES)
+                v_store_first(w->dk + t * K + i, v_add(v_load_first(w->dk + t * K + i, K - i), v_load_first(dkp + i, K - i)),
+                              K - i);
+            if (t > 0 || s->update != BACKWARD_COMBA)
+                dG[chunk_e_index(s, t)] += chunk_dot(K, k + t * K, dkp);
+        }
+    }
+    /* dq += Pd K; dk += [Pd^T | M + M^T] [q; k] */
+    gemm->sgemm_general(n, K, n, w->Pd, n, k, K, w->dq, K, 1.0f, LACS_GEMM_A_LOWER);
+    gemm->sgemm_general(n, K, 2 * n, w->A2, 2 * n, w->qk, K, w->dk, K, 1.0f, 0);
+
+    /* dS = e^{G_last} dS' + [scale Qp; -Kp]^T [do; dR] */
+    for (int64_t t = 0; t < n; t++)
+        chunk_scale(K, w->eq[t], q + t * K, w->QpKp + t * K);
+    chunk_transpose(n, K, w->QpKp, K, w->QpKpT, stacked);
+    if (correct)
+        chunk_transpose(n, K, w->nKp, K, w->QpKpT + n, stacked);
+    gemm->sgemm_general(K, V, stacked, w->QpKpT, stacked, w->dOdR, V, dS, V, decay_last, 0);
+
+    /* the gate: dg_t = sum_{s >= t} dG_s within the chunk */
+    float run = 0.0f;
+    for (int64_t t = n - 1; t >= 0; t--) {
+        run += dG[t];
+        dG[t] = run;
+    }
+}
+
 const lacs_cpu_backward_kernels RECURRENT_BACKWARD_KERNELS = {
     .isa = SIMD_ISA,
     .forward = forward,
     .backward = backward,
+    .chunk_advance = chunk_advance,
+    .chunk_adjoint = chunk_adjoint,
 };

@@ -94,6 +94,13 @@ static inline vfloat v_reciprocal_fine(vfloat d) { return 1.0f / d; }
 static inline float v_reduce_add(vfloat v) { return v; }
 static inline float v_reduce_max(vfloat v) { return v; }
 
+
+static inline void simd_transpose_8x8(const float *in, int64_t ldi, float *out, int64_t ldo)
+{
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++)
+            out[j * ldo + i] = in[i * ldi + j];
+}
 static inline void simd_prefetch(const void *p) { (void)p; }
 static inline void simd_store_fence(void) {}
 
