@@ -164,9 +164,9 @@ check: $(BUILD)/lacs
 	./$(BUILD)/lacs check --impl $(IMPL)
 
 # make test-cpu: builtin:cpu over every core vector under each instruction set (LACS_ISA=avx512, avx2,
-# scalar): every case must pass, none skipped but the gradients of the attention forms (SPEC.md 4.19), which
-# builtin:cpu does not implement yet and must skip with its reason (tests/test_cpu.sh); an instruction set this
-# CPU lacks is skipped with the reason `lacs list` gives.
+# scalar), the bf16 cases with the other bf16 products and the recurrent gradients with every sequence
+# checkpointed: every case must pass, none skipped (tests/test_cpu.sh); an instruction set this CPU lacks is
+# skipped with the reason `lacs list` gives.
 test-cpu: $(BUILD)/lacs
 	@BUILD=$(BUILD) bash tests/test_cpu.sh
 

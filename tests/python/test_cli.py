@@ -168,6 +168,9 @@ class Usage(CliTestCase):
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu",
                                          env=dict(os.environ, LACS_CPU_BF16_PRODUCTS="fast")),
                                "LACS_CPU_BF16_PRODUCTS=fast", "native, widened")
+        self.assert_user_error(self.lacs("check", "--impl", "builtin:cpu",
+                                         env=dict(os.environ, LACS_CPU_BACKWARD_STATE_MIB="-1")),
+                               "LACS_CPU_BACKWARD_STATE_MIB=-1", "whole number of MiB")
         no_library = dict(os.environ, LACS_CUDA_LIBRARY=self.path("absent.so"))
         self.assert_user_error(self.lacs("check", "--impl", "builtin:cuda", env=no_library),
                                "builtin:cuda is unavailable: not built", "absent.so", "make cuda")
