@@ -1,16 +1,18 @@
 /* builtin:cpu's backward of the recurrent family (optimized/cpu/recurrent_backward.c,
- * README.md section 9) where the core vectors are thin: the checkpoints. A
- * sequence of 300 tokens is 38 chunks of 8 in 7 segments (the last segment
- * and the last chunk short), beside sequences of 0, 1, 8 and 9 tokens and
- * 57 (varlen), GVA (H = 2, HV = 4), K = 12 and V = 20 (vector tails), h0
- * and dht. Under every instruction set this CPU has:
+ * README.md section 9, the chunked backward) where the core vectors are thin:
+ * the checkpoints. A sequence of 300 tokens is 10 chunks of 32 (the last
+ * short): walked once with the default budget of chunk states, and in 3
+ * segments of 4 chunks with LACS_CPU_BACKWARD_STATE_MIB=0 (the last segment
+ * short); beside sequences of 0, 1, 8 and 9 tokens and 57 (varlen), GVA
+ * (H = 2, HV = 4), K = 12 and V = 20 (vector and transpose tails), h0 and
+ * dht. Under every instruction set this CPU has:
  *   cpu_backward/checkpointed_gradients_are_the_reference_s
  *       gated_delta_rule_vjp (g, and gk), comba_vjp, efla_vjp, retention_vjp,
  *       linear_attn_vjp: every gradient within 1e-5 of the largest magnitude
  *       of the reference's (double), and bit for bit the same on 1 and 2
- *       threads; the same bound rejects builtin:cpu's gradients when the
- *       reference is given no dht (a backward that drops the final state's
- *       cotangent: off by 1e-2 and more).
+ *       threads and checkpointed or not; the same bound rejects builtin:cpu's
+ *       gradients when the reference is given no dht (a backward that drops
+ *       the final state's cotangent: off by 1e-2 and more).
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -181,13 +183,21 @@ Test(cpu_backward, checkpointed_gradients_are_the_reference_s, .timeout = 300)
         for (size_t s = 0; s < sizeof isas / sizeof isas[0]; s++) {
             if (strcmp(isas[s], "scalar") != 0 && !lacs_cpu_isa_supported(isas[s]))
                 continue;
-            outputs one, two;
+            outputs one, two, checkpointed;
             run_cpu(cases[c].op, &p, isas[s], "1", &one);
             run_cpu(cases[c].op, &p, isas[s], "2", &two);
-            for (int i = 0; i < one.n; i++)
+            setenv("LACS_CPU_BACKWARD_STATE_MIB", "0", 1);
+            run_cpu(cases[c].op, &p, isas[s], "2", &checkpointed);
+            unsetenv("LACS_CPU_BACKWARD_STATE_MIB");
+            for (int i = 0; i < one.n; i++) {
                 cr_assert(memcmp(one.t[i].data, two.t[i].data, (size_t)lacs_tensor_count(&one.t[i]) * 4) == 0,
                           "%s %s under %s: %s differs between 1 and 2 threads", cases[c].op,
                           cases[c].gate ? cases[c].gate : "", isas[s], one.t[i].name);
+                cr_assert(memcmp(one.t[i].data, checkpointed.t[i].data, (size_t)lacs_tensor_count(&one.t[i]) * 4) ==
+                              0,
+                          "%s %s under %s: %s differs when every sequence is checkpointed", cases[c].op,
+                          cases[c].gate ? cases[c].gate : "", isas[s], one.t[i].name);
+            }
             const char *which = "", *which_wrong = "";
             const double error = worst_error(&one, &ref, &which);
             cr_assert(error <= BOUND, "%s %s under %s: %s off by %.3g of its size (bound %g)", cases[c].op,
@@ -199,6 +209,7 @@ Test(cpu_backward, checkpointed_gradients_are_the_reference_s, .timeout = 300)
                         cases[c].gate ? cases[c].gate : "", isas[s], error, which, wrong, which_wrong);
             free_outputs(&one);
             free_outputs(&two);
+            free_outputs(&checkpointed);
         }
         free_outputs(&ref);
         free_outputs(&ref_without_dht);

@@ -642,7 +642,8 @@ double lacs_cpu_algorithm_flops(const char *op, int64_t T, int64_t K, int64_t V)
         return lacs_cpu_attention_flops(op, T, K, V);
     if (info->family == LACS_FAMILY_VJP && lacs_op_forward(info) &&
         lacs_op_forward(info)->family == LACS_FAMILY_RECURRENT && lacs_cpu_recurrent_backward_implements(op) &&
-        strcmp(op, "gla_vjp") != 0) /* the chunked backward, with a scalar decay or none (gla's is per channel) */
+        strcmp(op, "gla_vjp") != 0) /* the chunked backward's products, with a scalar decay or none (gla's decay is
+                                      * per channel: its n x n matrices are element-wise work, not products) */
         return lacs_cpu_backward_chunk_flops(T, K, V);
     return NAN;
 }

@@ -1,197 +1,18 @@
 /* builtin:cpu, the recurrent family's backward kernels (README.md section 9):
- * the forward over a run of tokens and its adjoint (SPEC.md 4.19's table),
- * written once over a primitive layer (simd_avx512.h, simd_avx2.h or
+ * a chunk's advance and its adjoint (the chunked backward, WY/UT, SPEC.md
+ * 4.19), written once over a primitive layer (simd_avx512.h, simd_avx2.h or
  * simd_scalar.h, which the including file, recurrent_backward_<isa>.c,
- * includes first), building that instruction set's table
- * RECURRENT_BACKWARD_KERNELS (recurrent_backward.h). Vectors run along the V
- * columns of a state row, binary32 throughout; each kernel sweeps the K rows
- * once per token, fusing the two halves of consecutive tokens' work (below).
- *
- * Forward (h' = D h_{t-1}; c the step, u the write):
- *   LINEAR   h_t = h' + k v^T
- *   DELTA    e = v - h'^T k,        u = c e,  h_t = h' + k u^T     (H6, H8 first form, E5)
- *   COMBA    e = v - h_{t-1}^T k,   u = c e,  h_t = h' + k u^T     (H8 second form)
- * Adjoint (dh the cotangent of h_t):
- *   sweep 1, row by row:  dq = scale h_t do;  dh += scale q do^T;  du = dh^T k
- *   then:                 dc = du . e;  dv = c du (du for LINEAR);  dp = -c du
- *   sweep 2, row by row:  dk = dh u + hr dp   (hr the state the correction read: h', or h_{t-1} for COMBA)
- *     LINEAR, DELTA:      dh' = dh + k dp^T;  dlog = dh' . h';  dh <- D dh'
- *     COMBA:              dlog = D (dh . h_{t-1});  dh <- D dh + k dp^T
+ * includes first, with simd_math.h), building that instruction set's table
+ * RECURRENT_BACKWARD_KERNELS (recurrent_backward.h). The products are the
+ * set's GEMM (through the settings' table), the element-wise work runs on
+ * its vectors, binary32 throughout.
  */
 #include <math.h>
 #include <string.h>
 
 #include "recurrent_backward.h"
 
-/* The forward over n tokens (recurrent_backward.h): token i's sweep writes h_i row by row and accumulates
- * p_{i+1} = hr_i^T k_{i+1} from the row it just wrote (hr = D_{i+1} h_i, or h_i for COMBA), so that e_{i+1}
- * is ready for the next sweep; one sweep before the first token forms p_0. */
-static void forward(lacs_cpu_backward_update update, int64_t K, int64_t V, float *states, int64_t stride, int64_t n,
-                    const lacs_cpu_backward_token *x, float *e)
-{
-    if (n <= 0)
-        return;
-    const float *cur = states;
-    if (update != BACKWARD_LINEAR) { /* p_0 = hr^T k_0, accumulated in e_0 */
-        for (int64_t j = 0; j < V; j += SIMD_LANES)
-            v_store_first(e + j, v_zero(), V - j);
-        for (int64_t c = 0; c < K; c++) {
-            const vfloat f = v_set1(x[0].decay && update == BACKWARD_DELTA ? x[0].decay[c] : 1.0f);
-            const vfloat kc = v_set1(x[0].k[c]);
-            for (int64_t j = 0; j < V; j += SIMD_LANES)
-                v_store_first(e + j, v_fma(kc, v_mul(f, v_load_first(cur + c * V + j, V - j)), v_load_first(e + j, V - j)),
-                              V - j);
-        }
-    }
-    for (int64_t i = 0; i < n; i++) {
-        const lacs_cpu_backward_token *t = &x[i], *next_token = i + 1 < n ? &x[i + 1] : NULL;
-        float *next = stride > 0 ? states + (i + 1) * stride : states;
-        float *ei = e + i * V, *en = next_token ? e + (i + 1) * V : NULL;
-        const int correction = update != BACKWARD_LINEAR;
-        if (correction) {
-            for (int64_t j = 0; j < V; j += SIMD_LANES)
-                v_store_first(ei + j, v_sub(v_load_first(t->v + j, V - j), v_load_first(ei + j, V - j)), V - j);
-            if (en)
-                for (int64_t j = 0; j < V; j += SIMD_LANES)
-                    v_store_first(en + j, v_zero(), V - j);
-        }
-        const vfloat coef = v_set1(t->coef);
-        const float *write = correction ? ei : t->v; /* u = c e, or v */
-        for (int64_t c = 0; c < K; c++) {
-            const vfloat f = v_set1(t->decay ? t->decay[c] : 1.0f), kc = v_set1(t->k[c]);
-            const float *in = cur + c * V;
-            float *out = next + c * V;
-            if (correction && en) {
-                const vfloat fn = v_set1(next_token->decay && update == BACKWARD_DELTA ? next_token->decay[c] : 1.0f);
-                const vfloat kn = v_set1(next_token->k[c]);
-                for (int64_t j = 0; j < V; j += SIMD_LANES) {
-                    const vfloat u = v_mul(coef, v_load_first(write + j, V - j));
-                    const vfloat h = v_fma(kc, u, v_mul(f, v_load_first(in + j, V - j)));
-                    v_store_first(out + j, h, V - j);
-                    v_store_first(en + j, v_fma(kn, v_mul(fn, h), v_load_first(en + j, V - j)), V - j);
-                }
-            } else if (correction) {
-                for (int64_t j = 0; j < V; j += SIMD_LANES) {
-                    const vfloat u = v_mul(coef, v_load_first(write + j, V - j));
-                    v_store_first(out + j, v_fma(kc, u, v_mul(f, v_load_first(in + j, V - j))), V - j);
-                }
-            } else {
-                for (int64_t j = 0; j < V; j += SIMD_LANES)
-                    v_store_first(out + j, v_fma(kc, v_load_first(write + j, V - j), v_mul(f, v_load_first(in + j, V - j))),
-                                  V - j);
-            }
-        }
-        cur = next;
-    }
-}
-
-/* The adjoint of n tokens (recurrent_backward.h): a sweep for the last token's readout (sweep 1 above), then
- * for each token i from the last, its sweep 2 fused with token i - 1's sweep 1: both read h_{i-1} (the state
- * token i's update started from is the state token i - 1 read out), and dh's row, once carried to h_{i-1},
- * takes token i - 1's readout term and adds to its du at once. */
-static void backward(lacs_cpu_backward_update update, int64_t K, int64_t V, float scale, const float *states,
-                     int64_t stride, int64_t n, const float *e, const lacs_cpu_backward_token *x, float *dh, float *dq,
-                     float *dk, float *dv, float *dlog, float *dcoef, float *du, float *u, float *dp)
-{
-    if (n <= 0)
-        return;
-    /* the readout's adjoint of the last token: dq = scale h do, dh += scale q do^T, and du = dh^T k */
-    {
-        const lacs_cpu_backward_token *t = &x[n - 1];
-        const float *cur = states + n * stride;
-        for (int64_t j = 0; j < V; j += SIMD_LANES)
-            v_store_first(du + j, v_zero(), V - j);
-        for (int64_t c = 0; c < K; c++) {
-            const vfloat sq = v_set1(scale * t->q[c]), kc = v_set1(t->k[c]);
-            float *d = dh + c * V;
-            vfloat acc = v_zero();
-            for (int64_t j = 0; j < V; j += SIMD_LANES) {
-                const vfloat o = v_load_first(t->dout + j, V - j);
-                acc = v_fma(v_load_first(cur + c * V + j, V - j), o, acc);
-                const vfloat dhv = v_fma(sq, o, v_load_first(d + j, V - j));
-                v_store_first(d + j, dhv, V - j);
-                v_store_first(du + j, v_fma(kc, dhv, v_load_first(du + j, V - j)), V - j);
-            }
-            dq[(n - 1) * K + c] = scale * v_reduce_add(acc);
-        }
-    }
-    for (int64_t i = n - 1; i >= 0; i--) {
-        const lacs_cpu_backward_token *t = &x[i], *before = i > 0 ? &x[i - 1] : NULL;
-        const float *prev = states + i * stride, *ei = e + i * V;
-        /* the write's adjoint: dv, dc, u (the forward's write), dp = -c du; then du is token i - 1's */
-        const float *w = t->v;
-        if (update == BACKWARD_LINEAR) {
-            memcpy(dv + i * V, du, (size_t)V * sizeof *dv);
-        } else {
-            const vfloat coef = v_set1(t->coef);
-            vfloat acc = v_zero();
-            for (int64_t j = 0; j < V; j += SIMD_LANES) {
-                const vfloat duv = v_load_first(du + j, V - j), ev = v_load_first(ei + j, V - j);
-                acc = v_fma(duv, ev, acc);
-                const vfloat dvv = v_mul(coef, duv);
-                v_store_first(dv + i * V + j, dvv, V - j);
-                v_store_first(dp + j, v_sub(v_zero(), dvv), V - j);
-                v_store_first(u + j, v_mul(coef, ev), V - j);
-            }
-            dcoef[i] = v_reduce_add(acc);
-            w = u;
-        }
-        for (int64_t j = 0; j < V; j += SIMD_LANES)
-            v_store_first(du + j, v_zero(), V - j);
-        /* one sweep: token i's dk, decay gradient and dh carried to h_{i-1}; then token i - 1's readout */
-        const float sq_scale = before ? scale : 0.0f;
-        const float *dout_before = before ? before->dout : NULL;
-        for (int64_t c = 0; c < K; c++) {
-            const float fc = t->decay ? t->decay[c] : 1.0f;
-            const vfloat f = v_set1(fc), kc = v_set1(t->k[c]);
-            const vfloat sq = v_set1(before ? sq_scale * before->q[c] : 0.0f), kb = v_set1(before ? before->k[c] : 0.0f);
-            const float *hp = prev + c * V;
-            float *d = dh + c * V;
-            vfloat acc_dk = v_zero(), acc_dlog = v_zero(), acc_dq = v_zero();
-            for (int64_t j = 0; j < V; j += SIMD_LANES) {
-                const vfloat dhv = v_load_first(d + j, V - j), h = v_load_first(hp + j, V - j);
-                acc_dk = v_fma(dhv, v_load_first(w + j, V - j), acc_dk);
-                vfloat carried;
-                if (update == BACKWARD_LINEAR) {
-                    if (t->decay) {
-                        acc_dlog = v_fma(dhv, v_mul(f, h), acc_dlog);
-                        carried = v_mul(f, dhv);
-                    } else
-                        carried = dhv;
-                } else if (update == BACKWARD_DELTA) {
-                    const vfloat dpv = v_load_first(dp + j, V - j);
-                    const vfloat decayed = t->decay ? v_mul(f, h) : h;
-                    acc_dk = v_fma(decayed, dpv, acc_dk);
-                    const vfloat dh_decayed = v_fma(kc, dpv, dhv);
-                    if (t->decay) {
-                        acc_dlog = v_fma(dh_decayed, decayed, acc_dlog);
-                        carried = v_mul(f, dh_decayed);
-                    } else
-                        carried = dh_decayed;
-                } else { /* COMBA */
-                    const vfloat dpv = v_load_first(dp + j, V - j);
-                    acc_dk = v_fma(h, dpv, acc_dk);
-                    acc_dlog = v_fma(dhv, h, acc_dlog);
-                    carried = v_fma(kc, dpv, t->decay ? v_mul(f, dhv) : dhv);
-                }
-                if (before) { /* token i - 1's readout, o = scale h_{i-1}^T q: h is h_{i-1} */
-                    const vfloat o = v_load_first(dout_before + j, V - j);
-                    acc_dq = v_fma(h, o, acc_dq);
-                    carried = v_fma(sq, o, carried);
-                    v_store_first(du + j, v_fma(kb, carried, v_load_first(du + j, V - j)), V - j);
-                }
-                v_store_first(d + j, carried, V - j);
-            }
-            dk[i * K + c] = v_reduce_add(acc_dk);
-            if (t->decay)
-                dlog[i * K + c] = update == BACKWARD_COMBA ? fc * v_reduce_add(acc_dlog) : v_reduce_add(acc_dlog);
-            if (before)
-                dq[(i - 1) * K + c] = scale * v_reduce_add(acc_dq);
-        }
-    }
-}
-
-/* ---- the chunked backward (README.md section 9): scalar decays or none, the products on the GEMM table ---- */
+/* ---- helpers ---- */
 
 /* out [cols x rows] (ldo) = in [rows x cols] (ldi) transposed: 8 x 8 blocks by simd_transpose_8x8, the edges
  * element by element. */
@@ -253,6 +74,82 @@ static void chunk_decays(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_worksp
     }
 }
 
+/* Per-channel decays (KDA's gk, GLA): M_tj = factor sum_c x_tc y_jc e^{A_tc - G_jc} for j < t (`strict`) or
+ * j <= t, 0 elsewhere (A = G or E): an exp per term, vectors along c, as the forward's channel_matrix (every
+ * exponent <= 0: nothing overflows however strong the decay). `exps` (or NULL): the terms' e^{A_t - G_j}
+ * kept, pair after pair (t by t, j by j), K apart, for the adjoint. */
+static void chunk_channel_matrix(int64_t n, int64_t K, const float *x, const float *y, const float *A, const float *G,
+                                 float factor, int strict, float *M, float *exps)
+{
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < n; j++) {
+            if (j > t || (strict && j == t)) {
+                M[t * n + j] = 0.0f;
+                continue;
+            }
+            vfloat sum = v_zero();
+            for (int64_t c = 0; c < K; c += SIMD_LANES) {
+                const vfloat e = v_exp(v_sub(v_load_first(A + t * K + c, K - c), v_load_first(G + j * K + c, K - c)));
+                if (exps)
+                    v_store_first(exps + c, e, K - c);
+                sum = v_fma(v_mul(v_load_first(x + t * K + c, K - c), v_load_first(y + j * K + c, K - c)), e, sum);
+            }
+            exps = exps ? exps + K : NULL;
+            M[t * n + j] = factor * v_reduce_add(sum);
+        }
+}
+
+/* The adjoint of chunk_channel_matrix (factor 1) for dM = W: rows_t += sum_j W_tj e^{A_t - G_j} (.) y_j (the
+ * gradient of x_t) and cols_j += sum_t W_tj e^{A_t - G_j} (.) x_t (of y_j), over the same pairs, their exps
+ * those chunk_channel_matrix kept: each sum in a register, a vector of channels at a time. */
+static void chunk_channel_adjoint(int64_t n, int64_t K, const float *W, const float *x, const float *y,
+                                  const float *exps, int strict, float *rows, float *cols)
+{
+    const int64_t diagonal = strict ? 0 : 1; /* pair (t, j), j < t + diagonal, at index t (t - 1 + 2 diagonal) / 2 + j */
+    for (int64_t t = 0; t < n; t++) {
+        const float *e_t = exps + (t * (t - 1 + 2 * diagonal) / 2) * K;
+        for (int64_t c = 0; c < K; c += SIMD_LANES) {
+            vfloat acc = v_zero();
+            for (int64_t j = 0; j < t + diagonal; j++)
+                acc = v_fma(v_mul(v_set1(W[t * n + j]), v_load_first(e_t + j * K + c, K - c)),
+                            v_load_first(y + j * K + c, K - c), acc);
+            v_store_first(rows + t * K + c, v_add(v_load_first(rows + t * K + c, K - c), acc), K - c);
+        }
+    }
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t c = 0; c < K; c += SIMD_LANES) {
+            vfloat acc = v_zero();
+            for (int64_t t = j + 1 - diagonal; t < n; t++)
+                acc = v_fma(v_mul(v_set1(W[t * n + j]), v_load_first(exps + (t * (t - 1 + 2 * diagonal) / 2 + j) * K + c, K - c)),
+                            v_load_first(x + t * K + c, K - c), acc);
+            v_store_first(cols + j * K + c, v_add(v_load_first(cols + j * K + c, K - c), acc), K - c);
+        }
+}
+
+/* x (.) y over n into out (out may be x or y). */
+static inline void chunk_multiply(int64_t n, const float *x, const float *y, float *out)
+{
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(out + i, v_mul(v_load_first(x + i, n - i), v_load_first(y + i, n - i)), n - i);
+}
+
+/* acc += x over n. */
+static inline void chunk_add(int64_t n, const float *x, float *acc)
+{
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(acc + i, v_add(v_load_first(acc + i, n - i), v_load_first(x + i, n - i)), n - i);
+}
+
+/* acc += sign x (.) y over n. */
+static inline void chunk_add_product(int64_t n, float sign, const float *x, const float *y, float *acc)
+{
+    const vfloat sv = v_set1(sign);
+    for (int64_t i = 0; i < n; i += SIMD_LANES)
+        v_store_first(acc + i,
+                      v_fma(v_mul(sv, v_load_first(x + i, n - i)), v_load_first(y + i, n - i), v_load_first(acc + i, n - i)),
+                      n - i);
+}
+
 /* The forward's pieces of the chunk from the state S (SPEC.md 4.19):
  *   [Q; K] K^T (adjoint) or K K^T;  L_tj = e^{E_t - G_j} k_t . k_j (j < t);  Tinv = (I + diag(c) L)^{-1};
  *   R = V - Kp S, Kp_t = e^{E_t} k_t;  U = Tinv diag(c) R  (V itself for the linear family). */
@@ -263,24 +160,32 @@ static void chunk_forward(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
     const int64_t K = s->K, V = s->V;
     const float *k = w->qk + n * K;
     float *QK = w->QKK, *KK = w->QKK + n * n;
-    chunk_decays(s, w, n);
     chunk_transpose(n, K, k, K, w->kT, n);
+    if (s->channel)
+        chunk_exp(n * K, w->E, w->eE); /* e^{E_t} per channel: Kp's factors */
+    else
+        chunk_decays(s, w, n);
     if (s->update == BACKWARD_LINEAR) {
-        if (adjoint)
+        if (adjoint && !s->channel)
             gemm->sgemm_general(n, n, K, w->qk, K, w->kT, n, QK, n, 0.0f, LACS_GEMM_C_LOWER);
         memcpy(w->U, w->v, (size_t)(n * V) * sizeof(float));
         return;
     }
-    if (adjoint) /* QK and KK in one product of 2n rows */
-        gemm->sgemm_general(2 * n, n, K, w->qk, K, w->kT, n, QK, n, 0.0f, LACS_GEMM_C_LOWER);
-    else
-        gemm->sgemm_general(n, n, K, k, K, w->kT, n, KK, n, 0.0f, LACS_GEMM_C_LOWER);
-    for (int64_t t = 0; t < n; t++) {
-        const float *d = w->D + (t > 0 ? chunk_e_index(s, t) : 0) * n; /* row 0 of L is empty */
-        for (int64_t j = 0; j < n; j += SIMD_LANES)
-            v_store_first(w->L + t * n + j,
-                          v_zero_unless(vm_first(t - j), v_mul(v_load_first(d + j, n - j), v_load_first(KK + t * n + j, n - j))),
-                          n - j);
+    if (s->channel) { /* L term by term (the adjoint's P too, in chunk_adjoint) */
+        chunk_channel_matrix(n, K, k, k, w->E, w->G, 1.0f, 1, w->L, adjoint ? w->exps_L : NULL);
+    } else {
+        if (adjoint) /* QK and KK in one product of 2n rows */
+            gemm->sgemm_general(2 * n, n, K, w->qk, K, w->kT, n, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+        else
+            gemm->sgemm_general(n, n, K, k, K, w->kT, n, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+        for (int64_t t = 0; t < n; t++) {
+            const float *d = w->D + (t > 0 ? chunk_e_index(s, t) : 0) * n; /* row 0 of L is empty */
+            for (int64_t j = 0; j < n; j += SIMD_LANES)
+                v_store_first(w->L + t * n + j,
+                              v_zero_unless(vm_first(t - j),
+                                            v_mul(v_load_first(d + j, n - j), v_load_first(KK + t * n + j, n - j))),
+                              n - j);
+        }
     }
     /* Tinv by forward substitution, row by row: T_t = e_t - c_t sum_{j<t} L_tj T_j (T_j is 0 past column j), each
      * vector of T_t summed in a register */
@@ -293,9 +198,16 @@ static void chunk_forward(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
         }
         w->Tinv[t * n + t] = 1.0f;
     }
-    chunk_exp(n, w->E, w->ek);
-    for (int64_t t = 0; t < n; t++)
-        chunk_scale(K, -w->ek[t], k + t * K, w->nKp + t * K);
+    if (s->channel)
+        for (int64_t t = 0; t < n; t++) {
+            chunk_multiply(K, w->eE + t * K, k + t * K, w->nKp + t * K);
+            chunk_scale(K, -1.0f, w->nKp + t * K, w->nKp + t * K);
+        }
+    else {
+        chunk_exp(n, w->E, w->ek);
+        for (int64_t t = 0; t < n; t++)
+            chunk_scale(K, -w->ek[t], k + t * K, w->nKp + t * K);
+    }
     memcpy(w->R, w->v, (size_t)(n * V) * sizeof(float));
     gemm->sgemm_general(n, V, K, w->nKp, K, S, V, w->R, V, 1.0f, 0);
     for (int64_t t = 0; t < n; t++)
@@ -303,11 +215,23 @@ static void chunk_forward(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
     gemm->sgemm_general(n, V, n, w->Tinv, n, w->cR, V, w->U, V, 0.0f, LACS_GEMM_A_LOWER);
 }
 
-/* KnT [K x n] and (`rows`) Kn [n x K]: column and row j = e^{G_last - G_j} k_j = D_{last, j} k_j. */
+/* KnT [K x n] and (`rows`) Kn [n x K]: column and row j = e^{G_last - G_j} k_j = D_{last, j} k_j; per channel
+ * also eGl_j = e^{G_last - G_j} and gl = e^{G_last}. */
 static void chunk_kn(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n, int rows)
 {
     const int64_t K = s->K;
-    const float *k = w->qk + n * K, *d = w->D + (n - 1) * n;
+    const float *k = w->qk + n * K, *d = w->D + (n - 1) * n, *last = w->G + (n - 1) * K;
+    if (s->channel) {
+        for (int64_t j = 0; j < n; j++) {
+            for (int64_t c = 0; c < K; c += SIMD_LANES)
+                v_store_first(w->eGl + j * K + c,
+                              v_exp(v_sub(v_load_first(last + c, K - c), v_load_first(w->G + j * K + c, K - c))), K - c);
+            chunk_multiply(K, w->eGl + j * K, k + j * K, w->Kn + j * K);
+        }
+        chunk_exp(K, last, w->gl);
+        chunk_transpose(n, K, w->Kn, K, w->KnT, n);
+        return;
+    }
     for (int64_t i = 0; i < K; i++)
         for (int64_t j = 0; j < n; j += SIMD_LANES)
             v_store_first(w->KnT + i * n + j, v_mul(v_load_first(d + j, n - j), v_load_first(w->kT + i * n + j, n - j)),
@@ -321,7 +245,11 @@ static void chunk_advance(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
 {
     chunk_forward(s, w, n, S, 0);
     chunk_kn(s, w, n, 0);
-    s->gemm->sgemm_general(s->K, s->V, n, w->KnT, n, w->U, s->V, S, s->V, s->decays ? expf(w->G[n - 1]) : 1.0f, 0);
+    if (s->channel) /* S's rows decayed each by its channel's e^{G_last}, then the product adds to them */
+        for (int64_t c = 0; c < s->K; c++)
+            chunk_scale(s->V, w->gl[c], S + c * s->V, S + c * s->V);
+    s->gemm->sgemm_general(s->K, s->V, n, w->KnT, n, w->U, s->V, S, s->V,
+                           s->channel ? 1.0f : s->decays ? expf(w->G[n - 1]) : 1.0f, 0);
 }
 
 /* sum over the state of dS'_rc S_rc: each row's sum in vectors, the rows' in binary64. */
@@ -344,9 +272,16 @@ static double chunk_state_dot(int64_t K, int64_t V, const float *a, const float 
  * and dG_t, the gradient of G_t, whose reverse cumulative sum in the chunk is dg_t. The products whose right
  * operand is a transpose (U^T, S^T, dS'^T) take it from an explicit transpose of the smaller side (the frame's
  * packing of a transposed operand goes element by element). */
+static void chunk_adjoint_channel(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n,
+                                  const float *S, float *dS);
+
 static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n, const float *S,
                           float *dS)
 {
+    if (s->channel) {
+        chunk_adjoint_channel(s, w, n, S, dS);
+        return;
+    }
     const lacs_cpu_gemm *gemm = s->gemm;
     const int64_t K = s->K, V = s->V;
     const int correct = s->update != BACKWARD_LINEAR;
@@ -473,10 +408,127 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
     }
 }
 
+/* chunk_adjoint with a decay per key channel (KDA's gk, GLA): the same products where the decays factor out of
+ * them (dP = do U^T, dU, Y, Y U^T, S [do; dR]^T, dS' U^T, dS), the n x n matrices P and L and their adjoints
+ * term by term (chunk_channel_matrix, chunk_channel_adjoint: an exp per term), every factor e^{...} a vector
+ * along the channels, and dG [n x K], the gradient of each channel's G_t. */
+static void chunk_adjoint_channel(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n,
+                                  const float *S, float *dS)
+{
+    const lacs_cpu_gemm *gemm = s->gemm;
+    const int64_t K = s->K, V = s->V;
+    const int correct = s->update != BACKWARD_LINEAR;
+    const int64_t stacked = correct ? 2 * n : n;
+    const float scale = s->scale;
+    chunk_forward(s, w, n, S, 1);
+    chunk_kn(s, w, n, 1);
+    const float *q = w->qk, *k = w->qk + n * K, *dO = w->dOdR;
+    float *dR = w->dOdR + n * V, *dG = w->dg;
+    chunk_exp(n * K, w->G, w->eGs);
+    chunk_scale(n * K, scale, w->eGs, w->eGs); /* scale e^{G_t} */
+    memset(dG, 0, (size_t)(n * K) * sizeof(float));
+    chunk_transpose(n, V, w->U, V, w->UT, n);
+
+    /* P term by term; dP = do U^T; dU = Kn dS' + P^T do */
+    chunk_channel_matrix(n, K, q, k, w->G, w->G, scale, 0, w->P, w->exps_P);
+    gemm->sgemm_general(n, n, V, dO, V, w->UT, n, w->dP, n, 0.0f, LACS_GEMM_C_LOWER);
+    chunk_transpose(n, n, w->P, n, w->PT, n);
+    gemm->sgemm_general(n, V, K, w->Kn, K, dS, V, w->dU, V, 0.0f, 0);
+    gemm->sgemm_general(n, V, n, w->PT, n, dO, V, w->dU, V, 1.0f, 0);
+    /* Z = (dS' U^T)^T: dk's term through Kn; Kn's and e^{G_last} S's terms of dG */
+    gemm->sgemm_general(K, n, V, dS, V, w->UT, n, w->ZT, n, 0.0f, 0);
+    chunk_transpose(K, n, w->ZT, n, w->Z, K);
+    float *dG_last = dG + (n - 1) * K;
+    for (int64_t c = 0; c < K; c++)
+        dG_last[c] += w->gl[c] * chunk_dot(V, dS + c * V, S + c * V);
+    for (int64_t j = 0; j < n; j++) {
+        chunk_multiply(K, w->eGl + j * K, w->Z + j * K, w->dk + j * K);
+        chunk_add_product(K, -1.0f, k + j * K, w->dk + j * K, dG + j * K); /* Kn_j (.) dKn_j */
+        chunk_add_product(K, 1.0f, k + j * K, w->dk + j * K, dG_last);
+    }
+    /* P's adjoint: dq_t += sum_j scale dP_tj e^{G_t - G_j} (.) k_j, dk_j += ... q_t (rows, cols) */
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < n; j++)
+            w->Pd[t * n + j] = j <= t ? scale * w->dP[t * n + j] : 0.0f;
+    memset(w->rows, 0, (size_t)(n * K) * sizeof(float));
+    memset(w->cols, 0, (size_t)(n * K) * sizeof(float));
+    chunk_channel_adjoint(n, K, w->Pd, q, k, w->exps_P, 0, w->rows, w->cols);
+    memcpy(w->dq, w->rows, (size_t)(n * K) * sizeof(float));
+    for (int64_t t = 0; t < n; t++) {
+        chunk_add_product(K, 1.0f, q + t * K, w->rows + t * K, dG + t * K);
+        chunk_add_product(K, -1.0f, k + t * K, w->cols + t * K, dG + t * K);
+        chunk_add(K, w->cols + t * K, w->dk + t * K);
+    }
+
+    /* the correction: Y, dR = dv, dc; L's adjoint term by term */
+    w->dv = w->dU;
+    if (correct) {
+        chunk_transpose(n, n, w->Tinv, n, w->TinvT, n);
+        gemm->sgemm_general(n, V, n, w->TinvT, n, w->dU, V, w->Y, V, 0.0f, 0);
+        for (int64_t t = 0; t < n; t++)
+            chunk_scale(V, w->c[t], w->Y + t * V, dR + t * V);
+        w->dv = dR;
+        gemm->sgemm_general(n, n, V, w->Y, V, w->UT, n, w->YU, n, 0.0f, LACS_GEMM_C_LOWER);
+        float *dL = w->Pd; /* free by now */
+        for (int64_t t = 0; t < n; t++) {
+            float dc = chunk_dot(V, w->Y + t * V, w->R + t * V);
+            for (int64_t j = 0; j < n; j++) {
+                const float yu = j < t ? w->YU[t * n + j] : 0.0f;
+                dc -= w->L[t * n + j] * yu;
+                dL[t * n + j] = -w->c[t] * yu;
+            }
+            w->dc[t] = dc;
+        }
+        memset(w->rows, 0, (size_t)(n * K) * sizeof(float));
+        memset(w->cols, 0, (size_t)(n * K) * sizeof(float));
+        chunk_channel_adjoint(n, K, dL, k, k, w->exps_L, 1, w->rows, w->cols);
+        for (int64_t t = 0; t < n; t++) {
+            chunk_add(K, w->rows + t * K, w->dk + t * K);
+            chunk_add(K, w->cols + t * K, w->dk + t * K);
+            if (t > 0) /* j < t: e(t) >= 0 */
+                chunk_add_product(K, 1.0f, k + t * K, w->rows + t * K, dG + chunk_e_index(s, t) * K);
+            chunk_add_product(K, -1.0f, k + t * K, w->cols + t * K, dG + t * K);
+        }
+    }
+
+    /* X = (S [do; dR]^T)^T: dq's and Kp's terms */
+    chunk_transpose(stacked, V, w->dOdR, V, w->dOdRT, stacked);
+    gemm->sgemm_general(K, stacked, V, S, V, w->dOdRT, stacked, w->XT, stacked, 0.0f, 0);
+    chunk_transpose(K, stacked, w->XT, stacked, w->X, K);
+    for (int64_t t = 0; t < n; t++) {
+        float *x = w->X + t * K;
+        chunk_multiply(K, w->eGs + t * K, x, x); /* scale e^{G_t} (.) (do S^T)_t: dq's term */
+        chunk_add(K, x, w->dq + t * K);
+        chunk_add_product(K, 1.0f, q + t * K, x, dG + t * K);
+        if (correct) {
+            float *dkp = w->X + (n + t) * K; /* e^{E_t} (.) dKp_t, dKp = -dR S^T */
+            chunk_multiply(K, w->eE + t * K, dkp, dkp);
+            chunk_scale(K, -1.0f, dkp, dkp);
+            chunk_add(K, dkp, w->dk + t * K);
+            if (t > 0 || s->update != BACKWARD_COMBA) /* Comba's E_0 = 0: no decay of this chunk */
+                chunk_add_product(K, 1.0f, k + t * K, dkp, dG + chunk_e_index(s, t) * K);
+        }
+    }
+
+    /* dS = e^{G_last} (.) dS' (row by row) + [scale Qp; -Kp]^T [do; dR] */
+    for (int64_t t = 0; t < n; t++)
+        chunk_multiply(K, w->eGs + t * K, q + t * K, w->QpKp + t * K);
+    chunk_transpose(n, K, w->QpKp, K, w->QpKpT, stacked);
+    if (correct)
+        chunk_transpose(n, K, w->nKp, K, w->QpKpT + n, stacked);
+    for (int64_t c = 0; c < K; c++)
+        chunk_scale(V, w->gl[c], dS + c * V, dS + c * V);
+    gemm->sgemm_general(K, V, stacked, w->QpKpT, stacked, w->dOdR, V, dS, V, 1.0f, 0);
+
+    /* the gate: dg_t = sum_{s >= t} dG_s within the chunk, channel by channel */
+    for (int64_t t = n - 2; t >= 0; t--)
+        for (int64_t c = 0; c < K; c += SIMD_LANES)
+            v_store_first(dG + t * K + c, v_add(v_load_first(dG + t * K + c, K - c), v_load_first(dG + (t + 1) * K + c, K - c)),
+                          K - c);
+}
+
 const lacs_cpu_backward_kernels RECURRENT_BACKWARD_KERNELS = {
     .isa = SIMD_ISA,
-    .forward = forward,
-    .backward = backward,
     .chunk_advance = chunk_advance,
     .chunk_adjoint = chunk_adjoint,
 };
