@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "recurrent_backward.h"
+#include "recurrent_channel.h" /* channel_matrix */
 
 /* ---- helpers ---- */
 
@@ -74,34 +75,9 @@ static void chunk_decays(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_worksp
     }
 }
 
-/* Per-channel decays (KDA's gk, GLA): M_tj = factor sum_c x_tc y_jc e^{A_tc - G_jc} for j < t (`strict`) or
- * j <= t, 0 elsewhere (A = G or E): an exp per term, vectors along c, as the forward's channel_matrix (every
- * exponent <= 0: nothing overflows however strong the decay). `exps` (or NULL): the terms' e^{A_t - G_j}
- * kept, pair after pair (t by t, j by j), K apart, for the adjoint. */
-static void chunk_channel_matrix(int64_t n, int64_t K, const float *x, const float *y, const float *A, const float *G,
-                                 float factor, int strict, float *M, float *exps)
-{
-    for (int64_t t = 0; t < n; t++)
-        for (int64_t j = 0; j < n; j++) {
-            if (j > t || (strict && j == t)) {
-                M[t * n + j] = 0.0f;
-                continue;
-            }
-            vfloat sum = v_zero();
-            for (int64_t c = 0; c < K; c += SIMD_LANES) {
-                const vfloat e = v_exp(v_sub(v_load_first(A + t * K + c, K - c), v_load_first(G + j * K + c, K - c)));
-                if (exps)
-                    v_store_first(exps + c, e, K - c);
-                sum = v_fma(v_mul(v_load_first(x + t * K + c, K - c), v_load_first(y + j * K + c, K - c)), e, sum);
-            }
-            exps = exps ? exps + K : NULL;
-            M[t * n + j] = factor * v_reduce_add(sum);
-        }
-}
-
-/* The adjoint of chunk_channel_matrix (factor 1) for dM = W: rows_t += sum_j W_tj e^{A_t - G_j} (.) y_j (the
+/* The adjoint of channel_matrix (recurrent_channel.h; no factor, scale 1) for dM = W: rows_t += sum_j W_tj e^{A_t - G_j} (.) y_j (the
  * gradient of x_t) and cols_j += sum_t W_tj e^{A_t - G_j} (.) x_t (of y_j), over the same pairs, their exps
- * those chunk_channel_matrix kept: each sum in a register, a vector of channels at a time. */
+ * those channel_matrix kept: each sum in a register, a vector of channels at a time. */
 static void chunk_channel_adjoint(int64_t n, int64_t K, const float *W, const float *x, const float *y,
                                   const float *exps, int strict, float *rows, float *cols)
 {
@@ -172,7 +148,7 @@ static void chunk_forward(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
         return;
     }
     if (s->channel) { /* L term by term (the adjoint's P too, in chunk_adjoint) */
-        chunk_channel_matrix(n, K, k, k, w->E, w->G, 1.0f, 1, w->L, adjoint ? w->exps_L : NULL);
+        channel_matrix(n, K, k, k, w->E, w->G, NULL, 1.0f, 1, w->L, adjoint ? w->exps_L : NULL);
     } else {
         if (adjoint) /* QK and KK in one product of 2n rows */
             gemm->sgemm_general(2 * n, n, K, w->qk, K, w->kT, n, QK, n, 0.0f, LACS_GEMM_C_LOWER);
@@ -252,6 +228,20 @@ static void chunk_advance(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
                            s->channel ? 1.0f : s->decays ? expf(w->G[n - 1]) : 1.0f, 0);
 }
 
+/* The correction's products in the adjoint: Y = Tinv^T dU, dR = c (.) Y (into dOdR's second half: the chunk's
+ * dv) and Y U^T (its lower triangle). */
+static void chunk_correction_products(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n)
+{
+    const int64_t V = s->V;
+    float *dR = w->dOdR + n * V;
+    chunk_transpose(n, n, w->Tinv, n, w->TinvT, n);
+    s->gemm->sgemm_general(n, V, n, w->TinvT, n, w->dU, V, w->Y, V, 0.0f, 0);
+    for (int64_t t = 0; t < n; t++)
+        chunk_scale(V, w->c[t], w->Y + t * V, dR + t * V);
+    w->dv = dR;
+    s->gemm->sgemm_general(n, n, V, w->Y, V, w->UT, n, w->YU, n, 0.0f, LACS_GEMM_C_LOWER);
+}
+
 /* sum over the state of dS'_rc S_rc: each row's sum in vectors, the rows' in binary64. */
 static double chunk_state_dot(int64_t K, int64_t V, const float *a, const float *b)
 {
@@ -291,7 +281,7 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
     chunk_kn(s, w, n, 1);
     const float decay_last = s->decays ? expf(w->G[n - 1]) : 1.0f;
     const float *q = w->qk, *k = w->qk + n * K, *dO = w->dOdR, *D = w->D, *d_last = w->D + (n - 1) * n;
-    float *dR = w->dOdR + n * V, *QK = w->QKK, *dG = w->dg, *column = w->column;
+    float *QK = w->QKK, *dG = w->dg, *column = w->column;
     chunk_exp(n, w->G, w->eq);
     for (int64_t t = 0; t < n; t++) {
         dG[t] = 0.0f;
@@ -336,12 +326,7 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
         memset(w->A2 + j * 2 * n + n, 0, (size_t)n * sizeof(float));
     w->dv = w->dU; /* the linear family's dv */
     if (correct) {
-        chunk_transpose(n, n, w->Tinv, n, w->TinvT, n);
-        gemm->sgemm_general(n, V, n, w->TinvT, n, w->dU, V, w->Y, V, 0.0f, 0);
-        for (int64_t t = 0; t < n; t++)
-            chunk_scale(V, w->c[t], w->Y + t * V, dR + t * V);
-        w->dv = dR;
-        gemm->sgemm_general(n, n, V, w->Y, V, w->UT, n, w->YU, n, 0.0f, LACS_GEMM_C_LOWER);
+        chunk_correction_products(s, w, n);
         float *M = w->dP, *MT = w->TinvT; /* free by now */
         for (int64_t t = 0; t < n; t++) {
             const float *d = D + (t > 0 ? chunk_e_index(s, t) : 0) * n; /* e^{E_t - G_j} */
@@ -410,7 +395,7 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
 
 /* chunk_adjoint with a decay per key channel (KDA's gk, GLA): the same products where the decays factor out of
  * them (dP = do U^T, dU, Y, Y U^T, S [do; dR]^T, dS' U^T, dS), the n x n matrices P and L and their adjoints
- * term by term (chunk_channel_matrix, chunk_channel_adjoint: an exp per term), every factor e^{...} a vector
+ * term by term (channel_matrix, chunk_channel_adjoint: an exp per term), every factor e^{...} a vector
  * along the channels, and dG [n x K], the gradient of each channel's G_t. */
 static void chunk_adjoint_channel(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace *w, int64_t n,
                                   const float *S, float *dS)
@@ -423,14 +408,14 @@ static void chunk_adjoint_channel(const lacs_cpu_chunk_settings *s, lacs_cpu_chu
     chunk_forward(s, w, n, S, 1);
     chunk_kn(s, w, n, 1);
     const float *q = w->qk, *k = w->qk + n * K, *dO = w->dOdR;
-    float *dR = w->dOdR + n * V, *dG = w->dg;
+    float *dG = w->dg;
     chunk_exp(n * K, w->G, w->eGs);
     chunk_scale(n * K, scale, w->eGs, w->eGs); /* scale e^{G_t} */
     memset(dG, 0, (size_t)(n * K) * sizeof(float));
     chunk_transpose(n, V, w->U, V, w->UT, n);
 
     /* P term by term; dP = do U^T; dU = Kn dS' + P^T do */
-    chunk_channel_matrix(n, K, q, k, w->G, w->G, scale, 0, w->P, w->exps_P);
+    channel_matrix(n, K, q, k, w->G, w->G, NULL, scale, 0, w->P, w->exps_P);
     gemm->sgemm_general(n, n, V, dO, V, w->UT, n, w->dP, n, 0.0f, LACS_GEMM_C_LOWER);
     chunk_transpose(n, n, w->P, n, w->PT, n);
     gemm->sgemm_general(n, V, K, w->Kn, K, dS, V, w->dU, V, 0.0f, 0);
@@ -463,12 +448,7 @@ static void chunk_adjoint_channel(const lacs_cpu_chunk_settings *s, lacs_cpu_chu
     /* the correction: Y, dR = dv, dc; L's adjoint term by term */
     w->dv = w->dU;
     if (correct) {
-        chunk_transpose(n, n, w->Tinv, n, w->TinvT, n);
-        gemm->sgemm_general(n, V, n, w->TinvT, n, w->dU, V, w->Y, V, 0.0f, 0);
-        for (int64_t t = 0; t < n; t++)
-            chunk_scale(V, w->c[t], w->Y + t * V, dR + t * V);
-        w->dv = dR;
-        gemm->sgemm_general(n, n, V, w->Y, V, w->UT, n, w->YU, n, 0.0f, LACS_GEMM_C_LOWER);
+        chunk_correction_products(s, w, n);
         float *dL = w->Pd; /* free by now */
         for (int64_t t = 0; t < n; t++) {
             float dc = chunk_dot(V, w->Y + t * V, w->R + t * V);

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "recurrent.h"
+#include "recurrent_channel.h" /* channel_matrix */
 
 /* ---- rows ---- */
 
@@ -237,27 +238,6 @@ static void decay_matrix(int64_t n, const float *G, float *D)
     }
 }
 
-/* With per-channel decay: M_ij = factor_i sum_c x_ic k_jc exp(Ge_ic - G_jc)
- * for j < i (strict) or j <= i, 0 elsewhere; an exp per term, vectors along c. */
-static void channel_matrix(int64_t n, int64_t K, const float *x, const float *k, const float *Ge, const float *G,
-                           const float *factor, float scale, int strict, float *M)
-{
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t j = 0; j < n; j++) {
-            if (j > i || (strict && j == i)) {
-                M[i * n + j] = 0.0f;
-                continue;
-            }
-            vfloat sum = v_zero();
-            for (int64_t c = 0; c < K; c += SIMD_LANES) {
-                const vfloat e = v_exp(v_sub(v_load_first(Ge + i * K + c, K - c), v_load_first(G + j * K + c, K - c)));
-                const vfloat xk = v_mul(v_load_first(x + i * K + c, K - c), v_load_first(k + j * K + c, K - c));
-                sum = v_fma(xk, v_zero_unless(vm_first(K - c), e), sum);
-            }
-            M[i * n + j] = (factor ? factor[i] : 1.0f) * scale * v_reduce_add(sum);
-        }
-}
-
 /* An output row of V RMS-normalised in place for linear_attn_postnorm (H3:
  * o / sqrt(mean(o^2) + eps); a zero row with eps = 0 stays 0). */
 static void postnorm_row(const lacs_cpu_recurrent_op *r, float *row)
@@ -346,8 +326,8 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         }
     } else {
         if (correct)
-            channel_matrix(n, K, k, k, Gr, G, w->b, 1.0f, 1, w->A);
-        channel_matrix(n, K, q, k, G, G, NULL, scale, 0, w->P);
+            channel_matrix(n, K, k, k, Gr, G, w->b, 1.0f, 1, w->A, NULL);
+        channel_matrix(n, K, q, k, G, G, NULL, scale, 0, w->P, NULL);
     }
 
     /* [Kd; Qd]: b_i exp(Gr_i) (.) k_i and scale exp(G_i) (.) q_i (exp per channel, or one per row). A scalar
