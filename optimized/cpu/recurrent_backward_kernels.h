@@ -15,19 +15,6 @@
 
 /* ---- helpers ---- */
 
-/* out [cols x rows] (ldo) = in [rows x cols] (ldi) transposed: 8 x 8 blocks by simd_transpose_8x8, the edges
- * element by element. */
-static void chunk_transpose(int64_t rows, int64_t cols, const float *in, int64_t ldi, float *out, int64_t ldo)
-{
-    const int64_t rows8 = rows / 8 * 8, cols8 = cols / 8 * 8;
-    for (int64_t i = 0; i < rows8; i += 8)
-        for (int64_t j = 0; j < cols8; j += 8)
-            simd_transpose_8x8(in + i * ldi + j, ldi, out + j * ldo + i, ldo);
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = i < rows8 ? cols8 : 0; j < cols; j++)
-            out[j * ldo + i] = in[i * ldi + j];
-}
-
 /* y = a x over n. */
 static inline void chunk_scale(int64_t n, float a, const float *x, float *y)
 {
@@ -136,7 +123,7 @@ static void chunk_forward(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
     const int64_t K = s->K, V = s->V;
     const float *k = w->qk + n * K;
     float *QK = w->QKK, *KK = w->QKK + n * n;
-    chunk_transpose(n, K, k, K, w->kT, n);
+    simd_transpose(n, K, k, K, w->kT, n);
     if (s->channel)
         chunk_exp(n * K, w->E, w->eE); /* e^{E_t} per channel: Kp's factors */
     else
@@ -205,7 +192,7 @@ static void chunk_kn(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_workspace 
             chunk_multiply(K, w->eGl + j * K, k + j * K, w->Kn + j * K);
         }
         chunk_exp(K, last, w->gl);
-        chunk_transpose(n, K, w->Kn, K, w->KnT, n);
+        simd_transpose(n, K, w->Kn, K, w->KnT, n);
         return;
     }
     for (int64_t i = 0; i < K; i++)
@@ -234,7 +221,7 @@ static void chunk_correction_products(const lacs_cpu_chunk_settings *s, lacs_cpu
 {
     const int64_t V = s->V;
     float *dR = w->dOdR + n * V;
-    chunk_transpose(n, n, w->Tinv, n, w->TinvT, n);
+    simd_transpose(n, n, w->Tinv, n, w->TinvT, n);
     s->gemm->sgemm_general(n, V, n, w->TinvT, n, w->dU, V, w->Y, V, 0.0f, 0);
     for (int64_t t = 0; t < n; t++)
         chunk_scale(V, w->c[t], w->Y + t * V, dR + t * V);
@@ -287,7 +274,7 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
         dG[t] = 0.0f;
         w->eq[t] *= scale;
     }
-    chunk_transpose(n, V, w->U, V, w->UT, n);
+    simd_transpose(n, V, w->U, V, w->UT, n);
 
     /* dP = do U^T; P and Pd = scale Gamma (.) dP; P's pairs' terms of dG (row sums in, column sums out) */
     gemm->sgemm_general(n, n, V, dO, V, w->UT, n, w->dP, n, 0.0f, LACS_GEMM_C_LOWER);
@@ -305,13 +292,13 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
             dG[t] += v_reduce_add(pair);
             v_store_first(column + j, v_sub(v_load_first(column + j, n - j), pair), n - j);
         }
-    chunk_transpose(n, n, w->P, n, w->PT, n);
+    simd_transpose(n, n, w->P, n, w->PT, n);
     /* dU = Kn dS' + P^T do */
     gemm->sgemm_general(n, V, K, w->Kn, K, dS, V, w->dU, V, 0.0f, 0);
     gemm->sgemm_general(n, V, n, w->PT, n, dO, V, w->dU, V, 1.0f, 0);
     /* Z = (dS' U^T)^T: dk's term through Kn, and Kn's and e^{G_last} S's terms of dG */
     gemm->sgemm_general(K, n, V, dS, V, w->UT, n, w->ZT, n, 0.0f, 0);
-    chunk_transpose(K, n, w->ZT, n, w->Z, K);
+    simd_transpose(K, n, w->ZT, n, w->Z, K);
     dG[n - 1] += decay_last * (float)chunk_state_dot(K, V, dS, S);
     for (int64_t j = 0; j < n; j++) {
         const float pair = chunk_dot(K, w->Kn + j * K, w->Z + j * K); /* Kn_j . (U dS'^T)_j */
@@ -321,7 +308,7 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
     }
 
     /* A2 = [Pd^T | M + M^T]; the correction: Y, dR = dv, dc, M with L's terms of dG */
-    chunk_transpose(n, n, w->Pd, n, w->A2, 2 * n);
+    simd_transpose(n, n, w->Pd, n, w->A2, 2 * n);
     for (int64_t j = 0; j < n; j++)
         memset(w->A2 + j * 2 * n + n, 0, (size_t)n * sizeof(float));
     w->dv = w->dU; /* the linear family's dv */
@@ -347,7 +334,7 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
             if (t > 0) /* j < t: e(t) >= 0 */
                 dG[chunk_e_index(s, t)] += v_reduce_add(row_sum);
         }
-        chunk_transpose(n, n, M, n, MT, n);
+        simd_transpose(n, n, M, n, MT, n);
         for (int64_t t = 0; t < n; t++)
             for (int64_t j = 0; j < n; j += SIMD_LANES)
                 v_store_first(w->A2 + t * 2 * n + n + j,
@@ -355,9 +342,9 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
     }
 
     /* X = (S [do; dR]^T)^T: dq's and Kp's terms */
-    chunk_transpose(stacked, V, w->dOdR, V, w->dOdRT, stacked);
+    simd_transpose(stacked, V, w->dOdR, V, w->dOdRT, stacked);
     gemm->sgemm_general(K, stacked, V, S, V, w->dOdRT, stacked, w->XT, stacked, 0.0f, 0);
-    chunk_transpose(K, stacked, w->XT, stacked, w->X, K);
+    simd_transpose(K, stacked, w->XT, stacked, w->X, K);
     for (int64_t j = 0; j < n; j++)
         dG[j] += column[j];
     for (int64_t t = 0; t < n; t++) {
@@ -380,9 +367,9 @@ static void chunk_adjoint(const lacs_cpu_chunk_settings *s, lacs_cpu_chunk_works
     /* dS = e^{G_last} dS' + [scale Qp; -Kp]^T [do; dR] */
     for (int64_t t = 0; t < n; t++)
         chunk_scale(K, w->eq[t], q + t * K, w->QpKp + t * K);
-    chunk_transpose(n, K, w->QpKp, K, w->QpKpT, stacked);
+    simd_transpose(n, K, w->QpKp, K, w->QpKpT, stacked);
     if (correct)
-        chunk_transpose(n, K, w->nKp, K, w->QpKpT + n, stacked);
+        simd_transpose(n, K, w->nKp, K, w->QpKpT + n, stacked);
     gemm->sgemm_general(K, V, stacked, w->QpKpT, stacked, w->dOdR, V, dS, V, decay_last, 0);
 
     /* the gate: dg_t = sum_{s >= t} dG_s within the chunk */
@@ -412,17 +399,17 @@ static void chunk_adjoint_channel(const lacs_cpu_chunk_settings *s, lacs_cpu_chu
     chunk_exp(n * K, w->G, w->eGs);
     chunk_scale(n * K, scale, w->eGs, w->eGs); /* scale e^{G_t} */
     memset(dG, 0, (size_t)(n * K) * sizeof(float));
-    chunk_transpose(n, V, w->U, V, w->UT, n);
+    simd_transpose(n, V, w->U, V, w->UT, n);
 
     /* P term by term; dP = do U^T; dU = Kn dS' + P^T do */
     channel_matrix(n, K, q, k, w->G, w->G, NULL, scale, 0, w->P, w->exps_P);
     gemm->sgemm_general(n, n, V, dO, V, w->UT, n, w->dP, n, 0.0f, LACS_GEMM_C_LOWER);
-    chunk_transpose(n, n, w->P, n, w->PT, n);
+    simd_transpose(n, n, w->P, n, w->PT, n);
     gemm->sgemm_general(n, V, K, w->Kn, K, dS, V, w->dU, V, 0.0f, 0);
     gemm->sgemm_general(n, V, n, w->PT, n, dO, V, w->dU, V, 1.0f, 0);
     /* Z = (dS' U^T)^T: dk's term through Kn; Kn's and e^{G_last} S's terms of dG */
     gemm->sgemm_general(K, n, V, dS, V, w->UT, n, w->ZT, n, 0.0f, 0);
-    chunk_transpose(K, n, w->ZT, n, w->Z, K);
+    simd_transpose(K, n, w->ZT, n, w->Z, K);
     float *dG_last = dG + (n - 1) * K;
     for (int64_t c = 0; c < K; c++)
         dG_last[c] += w->gl[c] * chunk_dot(V, dS + c * V, S + c * V);
@@ -472,9 +459,9 @@ static void chunk_adjoint_channel(const lacs_cpu_chunk_settings *s, lacs_cpu_chu
     }
 
     /* X = (S [do; dR]^T)^T: dq's and Kp's terms */
-    chunk_transpose(stacked, V, w->dOdR, V, w->dOdRT, stacked);
+    simd_transpose(stacked, V, w->dOdR, V, w->dOdRT, stacked);
     gemm->sgemm_general(K, stacked, V, S, V, w->dOdRT, stacked, w->XT, stacked, 0.0f, 0);
-    chunk_transpose(K, stacked, w->XT, stacked, w->X, K);
+    simd_transpose(K, stacked, w->XT, stacked, w->X, K);
     for (int64_t t = 0; t < n; t++) {
         float *x = w->X + t * K;
         chunk_multiply(K, w->eGs + t * K, x, x); /* scale e^{G_t} (.) (do S^T)_t: dq's term */
@@ -493,9 +480,9 @@ static void chunk_adjoint_channel(const lacs_cpu_chunk_settings *s, lacs_cpu_chu
     /* dS = e^{G_last} (.) dS' (row by row) + [scale Qp; -Kp]^T [do; dR] */
     for (int64_t t = 0; t < n; t++)
         chunk_multiply(K, w->eGs + t * K, q + t * K, w->QpKp + t * K);
-    chunk_transpose(n, K, w->QpKp, K, w->QpKpT, stacked);
+    simd_transpose(n, K, w->QpKp, K, w->QpKpT, stacked);
     if (correct)
-        chunk_transpose(n, K, w->nKp, K, w->QpKpT + n, stacked);
+        simd_transpose(n, K, w->nKp, K, w->QpKpT + n, stacked);
     for (int64_t c = 0; c < K; c++)
         chunk_scale(V, w->gl[c], dS + c * V, dS + c * V);
     gemm->sgemm_general(K, V, stacked, w->QpKpT, stacked, w->dOdR, V, dS, V, 1.0f, 0);

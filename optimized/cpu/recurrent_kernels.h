@@ -217,14 +217,6 @@ static void unit_lower_inverse(int64_t n, const float *A, float *T)
     }
 }
 
-/* kT [K x n] = k^T for k [n x K]: a column of k per vector (a strided load). */
-static void transpose_rows(int64_t n, int64_t K, const float *k, float *kT)
-{
-    for (int64_t c = 0; c < K; c++)
-        for (int64_t j = 0; j < n; j += SIMD_LANES)
-            v_store_first(kT + c * n + j, v_load_strided(k + j * K + c, K, n - j), n - j);
-}
-
 /* D_ij = exp(G_i - G_j) for j <= i, 0 above (scalar decay): the decay between
  * two tokens of the chunk, one exp per pair. */
 static void decay_matrix(int64_t n, const float *G, float *D)
@@ -300,7 +292,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         else
 #endif
         {
-            transpose_rows(n, K, k, w->KlT); /* k^T, [K x n]: this product's B, then Kl^T's rows */
+            simd_transpose(n, K, k, K, w->KlT, n); /* k^T, [K x n]: this product's B, then Kl^T's rows */
             gemm->sgemm_general(2 * n - first, n, K, w->kq + first * K, K, w->KlT, n, w->KQK + first * n, n, 0.0f,
                                 LACS_GEMM_C_LOWER);
         }
@@ -443,7 +435,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             } else
                 scale_row(K, d[j], k + j * K, kl);
         }
-        transpose_rows(n, K, w->Kl, w->KlT);
+        simd_transpose(n, K, w->Kl, K, w->KlT, n);
     }
     if (channel) {
         float *row_decay = w->D; /* free by now: exp(G_last) per channel */

@@ -56,12 +56,6 @@ static inline void v_store_first(float *p, vfloat v, int64_t count)
         _mm256_maskstore_ps(p, _mm256_castps_si256(vm_first(count)), v);
 }
 static inline void v_stream(float *p, vfloat v) { _mm256_stream_ps(p, v); }
-static inline vfloat v_load_strided(const float *p, int64_t stride, int64_t count)
-{
-    const __m256i index =
-        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)stride));
-    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, index, vm_first(count), 4);
-}
 static inline vfloat v_widen_bf16(__m128i half)
 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));

@@ -18,7 +18,6 @@
  *   v_stream(p, v)                a non-temporal store (p aligned to SIMD_LANES floats)
  *   v_load_bf16(p), v_load_bf16_first(p, count)   bf16 widened exactly (a bf16 is the upper half of a binary32)
  *   v_load_any(p, bf16, i, count) element i on of an fp32 or bf16 array, count lanes present
- *   v_load_strided(p, stride, count)   p[0], p[stride], ... (a column), lanes past count +0
  *   v_lane_index()                0, 1, .., SIMD_LANES - 1
  *   v_set1, v_zero, v_add, v_sub, v_mul, v_div, v_sqrt, v_abs
  *   v_fma(a, b, c) = a b + c, v_fnma(a, b, c) = c - a b, v_fms(a, b, c) = a b - c (one rounding each)
@@ -95,12 +94,6 @@ static inline void v_store_first(float *p, vfloat v, int64_t count)
         _mm512_mask_storeu_ps(p, vm_first(count), v);
 }
 static inline void v_stream(float *p, vfloat v) { _mm512_stream_ps(p, v); }
-static inline vfloat v_load_strided(const float *p, int64_t stride, int64_t count)
-{
-    const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32((int)stride));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), vm_first(count), index, p, 4);
-}
 static inline vfloat v_widen_bf16(__m256i half)
 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));

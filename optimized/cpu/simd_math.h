@@ -1,6 +1,7 @@
-/* builtin:cpu: exp over the primitive layers (simd_avx512.h, simd_avx2.h,
- * simd_scalar.h; include one first), for the recurrent family's decays and
- * the attention forms' softmax: one algorithm for every instruction set.
+/* builtin:cpu: exp and a transpose over the primitive layers (simd_avx512.h,
+ * simd_avx2.h, simd_scalar.h; include one first), for the recurrent family's
+ * decays, its chunks' transposes and the attention forms' softmax: one
+ * algorithm for every instruction set.
  *
  * v_exp is Cephes' expf (the polynomial of cephes/single/expf.c,
  * netlib.org/cephes, about 1 ulp on the reduced range |r| <= ln2 / 2): x is
@@ -49,6 +50,19 @@ static inline vfloat v_exp(vfloat x)
         return normal;
     const vfloat m = v_round(v_mul(er, v_pow2(v_min(v_set1(23.0f), v_add(n, v_set1(149.0f))))));
     return v_select(vm_lt(n, v_set1(-125.0f)), normal, v_from_bits(m));
+}
+
+/* out [cols x rows] (leading dimension ldo) = in [rows x cols] (ldi) transposed: 8 x 8 blocks by
+ * simd_transpose_8x8, the edges element by element. */
+static inline void simd_transpose(int64_t rows, int64_t cols, const float *in, int64_t ldi, float *out, int64_t ldo)
+{
+    const int64_t rows8 = rows / 8 * 8, cols8 = cols / 8 * 8;
+    for (int64_t i = 0; i < rows8; i += 8)
+        for (int64_t j = 0; j < cols8; j += 8)
+            simd_transpose_8x8(in + i * ldi + j, ldi, out + j * ldo + i, ldo);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = i < rows8 ? cols8 : 0; j < cols; j++)
+            out[j * ldo + i] = in[i * ldi + j];
 }
 
 #endif

@@ -36,11 +36,6 @@ static inline void v_store_first(float *p, vfloat v, int64_t count)
         *p = v;
 }
 static inline void v_stream(float *p, vfloat v) { *p = v; }
-static inline vfloat v_load_strided(const float *p, int64_t stride, int64_t count)
-{
-    (void)stride;
-    return count >= 1 ? *p : 0.0f;
-}
 static inline vfloat v_load_bf16(const uint16_t *p)
 {
     const uint32_t bits = (uint32_t)*p << 16;
