@@ -262,8 +262,10 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
     if (!workspaces)
         return lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for %d workspaces", threads);
     int rc = LACS_OK;
+    const size_t packed_state = c->gemm->packed_b_size(r.K, r.V), packed_chunk = c->gemm->packed_b_size(LACS_CPU_CHUNK, r.V);
+    const size_t packed = packed_state > packed_chunk ? packed_state : packed_chunk;
     for (int t = 0; t < threads && rc == LACS_OK; t++)
-        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V, c->gemm->packed_b_size(r.K, r.V));
+        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V, packed);
     if (rc == LACS_OK) {
         recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces, .group = group,
                              .groups = groups};

@@ -32,7 +32,7 @@ typedef struct {
 typedef struct {
     float *S;                  /* K x V: the state of the head the chunk computes (one of `states`) */
     float *states;             /* LACS_CPU_HEAD_GROUP x K x V: the states of a task's heads */
-    float *S_packed;           /* S packed once per chunk (the GEMM table's pack_b) for its two products */
+    float *S_packed;           /* S packed once per chunk (the GEMM table's pack_b) for its two products, then V' for its two */
     float *kq;                 /* 2C x K: the chunk's rows of k (rows 0 .. n-1), then of q (n .. 2n-1) */
     float *v;                  /* C x V: the chunk's rows of v */
     float *G, *Gr;             /* C x Kg (Kg = K per channel, else 1): inclusive log-decay sums, the rows' Gr */
@@ -47,7 +47,8 @@ typedef struct {
     uint16_t *a16, *k16, *s16, *b16; /* bf16 operands: a left operand; K^T, S and a right operand packed */
 } lacs_cpu_recurrent_workspace;
 
-/* packed_state: the floats of S packed (the GEMM table's packed_b_size(K, V)). */
+/* packed_state: the floats of S or a chunk's V' packed (the larger of the GEMM table's packed_b_size(K, V) and
+ * packed_b_size(LACS_CPU_CHUNK, V)). */
 int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, size_t packed_state);
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w);
 

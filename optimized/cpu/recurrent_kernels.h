@@ -401,7 +401,10 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         gemm->bgemm_general(n, V, n, w->a16, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
     } else
 #endif
-        gemm->sgemm_general(n, V, n, w->P, n, vnew, V, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
+    {
+        gemm->pack_b(n, V, vnew, V, 0, w->S_packed); /* S's packing is spent: V' packed in its place */
+        gemm->sgemm_packed(n, V, n, w->P, n, w->S_packed, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
+    }
     if (r->postnorm)
         for (int64_t i = 0; i < n; i++)
             postnorm_row(r, O + i * ldo);
@@ -450,7 +453,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         return;
     }
 #endif
-    gemm->sgemm_general(K, V, n, w->KlT, n, vnew, V, w->S, V, state_decay, 0);
+    gemm->sgemm_packed(K, V, n, w->KlT, n, w->S_packed, w->S, V, state_decay, 0); /* V', packed above */
 }
 
 /* ---- the recurrent step (decoding) ---- */
