@@ -131,6 +131,9 @@ static inline vfloat v_pow2(vfloat n)
 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
+/* p 2^n where the result is normal, n integral in [-126, 127]: one product by 2^n, exact (a third of
+ * v_scale_pow2's instructions: v_exp's common case). */
+static inline vfloat v_scale_pow2_normal(vfloat p, vfloat n) { return _mm256_mul_ps(p, v_pow2(n)); }
 static inline vfloat v_reciprocal(vfloat d)
 {
     const __m256 estimate = _mm256_rcp_ps(d);

@@ -31,6 +31,7 @@
  *   v_scale_pow2(p, n)            p 2^n rounded once (into the subnormals, or to 0, where the result is
  *                                 below fp32's normal range), n integral and <= 254
  *   v_pow2(n)                     2^n exactly, n integral in [-126, 127]
+ *   v_scale_pow2_normal(p, n)     p 2^n where it is normal (n integral): exact, as v_scale_pow2 gives it
  *   v_reciprocal(d)               1 / d to a relative error below 2^-14
  *   v_reciprocal_fine(d)          1 / d to a relative error below 2^-27
  *   v_reduce_add(v), v_reduce_max(v)
@@ -149,6 +150,7 @@ static inline vfloat v_zero_unless(vmask m, vfloat v) { return _mm512_maskz_mov_
 /* vscalefps: one rounding, gradual underflow, any n. */
 static inline vfloat v_scale_pow2(vfloat p, vfloat n) { return _mm512_scalef_ps(p, n); }
 static inline vfloat v_pow2(vfloat n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
+static inline vfloat v_scale_pow2_normal(vfloat p, vfloat n) { return _mm512_scalef_ps(p, n); }
 /* vrcp14ps: relative error below 2^-14. */
 static inline vfloat v_reciprocal(vfloat d) { return _mm512_rcp14_ps(d); }
 /* vrcp14ps refined by one Newton step */

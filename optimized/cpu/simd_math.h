@@ -13,7 +13,9 @@
  * clamps keep their NaN operand: the constant comes first).
  *
  * The power is applied without a floating-point underflow. Where n >= -125,
- * e_r 2^n is normal (v_scale_pow2). Below, the result is under 2^-125, where
+ * e_r 2^n is normal (v_scale_pow2; where every lane's n is also <= 127,
+ * v_scale_pow2_normal, the same bits in a third of avx2's instructions:
+ * checked on all 2^32 inputs under avx512 and avx2). Below, the result is under 2^-125, where
  * the floats are the multiples m 2^-149 (subnormal, or the first binade of
  * normals) and the float of m 2^-149 has the bit pattern m itself: m is e_r
  * 2^(n + 149) (exact: a normal number scaled by a power of two, under 2^24)
@@ -45,9 +47,11 @@ static inline vfloat v_exp(vfloat x)
     p = v_fma(p, r, v_set1(1.6666665459e-1f));
     p = v_fma(p, r, v_set1(5.0000001201e-1f));
     const vfloat er = v_add(v_fma(v_mul(r, r), p, r), v_set1(1.0f));
+    /* the common case, every lane's e_r 2^n normal (n in [-125, 127]): the power applied exactly, by one
+     * product under avx2 (v_scale_pow2_normal; the same bits as v_scale_pow2's) */
+    if (vm_all(vm_and(vm_ge(n, v_set1(-125.0f)), vm_le(n, v_set1(127.0f)))))
+        return v_scale_pow2_normal(er, n);
     const vfloat normal = v_scale_pow2(er, v_max(v_set1(-125.0f), n)); /* a NaN n is kept */
-    if (vm_all(vm_ge(n, v_set1(-125.0f))))
-        return normal;
     const vfloat m = v_round(v_mul(er, v_pow2(v_min(v_set1(23.0f), v_add(n, v_set1(149.0f))))));
     return v_select(vm_lt(n, v_set1(-125.0f)), normal, v_from_bits(m));
 }

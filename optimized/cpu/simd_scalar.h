@@ -84,6 +84,7 @@ static inline vfloat v_select(vmask m, vfloat a, vfloat b) { return m ? b : a; }
 static inline vfloat v_zero_unless(vmask m, vfloat v) { return m ? v : 0.0f; }
 static inline vfloat v_scale_pow2(vfloat p, vfloat n) { return ldexpf(p, (int)fmaxf(fminf(n, 300.0f), -300.0f)); }
 static inline vfloat v_pow2(vfloat n) { return ldexpf(1.0f, (int)n); }
+static inline vfloat v_scale_pow2_normal(vfloat p, vfloat n) { return p * v_pow2(n); }
 static inline vfloat v_reciprocal(vfloat d) { return 1.0f / d; }
 static inline vfloat v_reciprocal_fine(vfloat d) { return 1.0f / d; }
 static inline float v_reduce_add(vfloat v) { return v; }
