@@ -49,6 +49,11 @@ typedef struct {
      * sgemm_general's). */
     size_t (*packed_b_size)(int64_t k, int64_t n);
     void (*pack_b)(int64_t k, int64_t n, const float *B, int64_t ldb, unsigned flags, float *B_packed);
+    /* That layout: panels of nr columns, one after the other, each k rows of
+     * nr floats: B_packed[(j / nr) k nr + p nr + j % nr] = op(B)[p][j], 0 past
+     * n. A matrix kept in it (the recurrent state, recurrent_kernels.h) is
+     * written by sgemm_packed one panel at a time (C = its panel, ldc = nr). */
+    int64_t nr;
     void (*sgemm_packed)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B_packed,
                          float *C, int64_t ldc, float beta, unsigned flags);
 } lacs_cpu_gemm;

@@ -493,6 +493,7 @@ const lacs_cpu_gemm GEMM_TABLE = {
     .sgemm_general = frame_sgemm,
     .packed_b_size = frame_packed_b_size,
     .pack_b = frame_pack_b,
+    .nr = GEMM_NR,
     .sgemm_packed = frame_sgemm_packed,
     .bgemm_general = frame_bgemm,
 };

@@ -22,9 +22,8 @@
 
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
 {
-    lacs_cpu_scratch_free(w->states); /* the large two, kept between calls (cpu.h) */
-    lacs_cpu_scratch_free(w->S_packed);
-    float *floats[] = {w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv,
+    lacs_cpu_scratch_free(w->states); /* the large one, kept between calls (cpu.h) */
+    float *floats[] = {w->Vp_packed, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv,
                        w->KQd, w->R, w->U, w->Vp, w->Kl, w->KlT, w->KQK};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         free(floats[i]);
@@ -35,14 +34,16 @@ void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
     memset(w, 0, sizeof *w);
 }
 
-int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, size_t packed_state)
+int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, const lacs_cpu_gemm *gemm,
+                                       int state_packed)
 {
     const size_t C = LACS_CPU_CHUNK, k = (size_t)K, v = (size_t)V;
     const size_t k_even = (k + 1) / 2 * 2, c_even = (C + 1) / 2 * 2;
     memset(w, 0, sizeof *w);
-    w->states = lacs_cpu_scratch_alloc(LACS_CPU_HEAD_GROUP * k * v * sizeof(float));
+    w->state_floats = state_packed ? (int64_t)gemm->packed_b_size(K, V) : K * V;
+    w->states = lacs_cpu_scratch_alloc(LACS_CPU_HEAD_GROUP * (size_t)w->state_floats * sizeof(float));
     w->S = w->states;
-    w->S_packed = lacs_cpu_scratch_alloc((packed_state > 0 ? packed_state : 1) * sizeof(float));
+    w->Vp_packed = malloc(gemm->packed_b_size(LACS_CPU_CHUNK, V) * sizeof(float));
     w->kq = malloc(2 * C * k * sizeof(float));
     w->v = malloc(C * v * sizeof(float));
     w->G = malloc(C * k * sizeof(float));
@@ -65,7 +66,7 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->k16 = malloc(k_even * C * sizeof(uint16_t));
     w->s16 = malloc(k_even * v * sizeof(uint16_t));
     w->b16 = malloc(c_even * v * sizeof(uint16_t));
-    if (!w->states || !w->S_packed || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P ||
+    if (!w->states || !w->Vp_packed || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P ||
         !w->Tinv || !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->a16 || !w->k16 ||
         !w->s16 || !w->b16) {
         lacs_cpu_recurrent_workspace_free(w);
@@ -120,6 +121,40 @@ static int run_token(const lacs_cpu_recurrent_op *r, const lacs_cpu_recurrent_ke
     return 0;
 }
 
+/* A head's state S from h0's K x V elements at `offset` (zeros without h0): row-major, or packed
+ * (r->state_packed: the GEMM table's layout, panels of nr columns, 0 past V), a row at a time through w->v. */
+static void state_from_h0(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, float *S, int64_t offset)
+{
+    const int64_t K = r->K, V = r->V, nr = r->call->gemm->nr;
+    if (!r->h0) {
+        memset(S, 0, (size_t)w->state_floats * sizeof *S);
+        return;
+    }
+    if (!r->state_packed) {
+        lacs_cpu_tensor_row(r->h0, offset, K * V, S);
+        return;
+    }
+    memset(S, 0, (size_t)w->state_floats * sizeof *S);
+    for (int64_t c = 0; c < K; c++) {
+        lacs_cpu_tensor_row(r->h0, offset + c * V, V, w->v);
+        for (int64_t j0 = 0; j0 < V; j0 += nr)
+            memcpy(S + j0 * K + c * nr, w->v + j0, (size_t)(V - j0 < nr ? V - j0 : nr) * sizeof *S);
+    }
+}
+
+/* A head's state S into ht's K x V elements at ht_head (row-major). */
+static void state_to_ht(const lacs_cpu_recurrent_op *r, const float *S, float *ht_head)
+{
+    const int64_t K = r->K, V = r->V, nr = r->call->gemm->nr;
+    if (!r->state_packed) {
+        memcpy(ht_head, S, (size_t)(K * V) * sizeof *S);
+        return;
+    }
+    for (int64_t c = 0; c < K; c++)
+        for (int64_t j0 = 0; j0 < V; j0 += nr)
+            memcpy(ht_head + c * V + j0, S + j0 * K + c * nr, (size_t)(V - j0 < nr ? V - j0 : nr) * sizeof *S);
+}
+
 /* One task: value heads hv0 .. hv0 + heads - 1 of one sequence, chunk by
  * chunk and, within a chunk, head by head. A token's rows of consecutive
  * heads are adjacent in q, k, v and o (the layout [B, T, H, K]), so the
@@ -143,13 +178,8 @@ static void run_sequence_heads(void *context, int64_t item, int thread)
                 atomic_store(&job->out_of_memory, 1);
         return;
     }
-    for (int64_t j = 0; j < heads; j++) {
-        float *S = w->states + j * KV;
-        if (r->h0)
-            lacs_cpu_tensor_row(r->h0, (seq * r->HV + hv0 + j) * KV, KV, S);
-        else
-            memset(S, 0, (size_t)KV * sizeof *S);
-    }
+    for (int64_t j = 0; j < heads; j++)
+        state_from_h0(r, w, w->states + j * w->state_floats, (seq * r->HV + hv0 + j) * KV);
     for (int64_t t0 = start; t0 < start + length; t0 += LACS_CPU_CHUNK) {
         const int64_t n = start + length - t0 < LACS_CPU_CHUNK ? start + length - t0 : LACS_CPU_CHUNK;
         const int64_t after = start + length - t0 - n;
@@ -158,12 +188,13 @@ static void run_sequence_heads(void *context, int64_t item, int thread)
             const lacs_cpu_chunk_ahead ahead = j + 1 < heads
                 ? (lacs_cpu_chunk_ahead){t0, n, hv0 + j + 1}
                 : (lacs_cpu_chunk_ahead){t0 + n, after < LACS_CPU_CHUNK ? after : LACS_CPU_CHUNK, hv0};
-            w->S = w->states + j * KV;
+            w->S = w->states + j * w->state_floats;
             job->kernels->chunk(r, w, t0, n, hv0 + j, &ahead);
         }
     }
     if (r->ht)
-        memcpy((float *)r->ht->data + (seq * r->HV + hv0) * KV, w->states, (size_t)(heads * KV) * sizeof *w->S);
+        for (int64_t j = 0; j < heads; j++)
+            state_to_ht(r, w->states + j * w->state_floats, (float *)r->ht->data + (seq * r->HV + hv0 + j) * KV);
 }
 
 static const lacs_cpu_recurrent_kernels *kernels_for(lacs_cpu_isa isa)
@@ -204,6 +235,7 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
      * choose_bf16_products); elsewhere the bf16 tier widens its inputs and runs the fp32 algorithm
      * (recurrent_kernels.h) */
     r.bf16_products = c->bf16 && c->bf16_native_products;
+    r.state_packed = !r.bf16_products;
 
     if (strcmp(op, "linear_attn_postnorm") == 0)
         r.postnorm = 1;
@@ -262,10 +294,8 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
     if (!workspaces)
         return lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for %d workspaces", threads);
     int rc = LACS_OK;
-    const size_t packed_state = c->gemm->packed_b_size(r.K, r.V), packed_chunk = c->gemm->packed_b_size(LACS_CPU_CHUNK, r.V);
-    const size_t packed = packed_state > packed_chunk ? packed_state : packed_chunk;
     for (int t = 0; t < threads && rc == LACS_OK; t++)
-        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V, packed);
+        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V, c->gemm, r.state_packed);
     if (rc == LACS_OK) {
         recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces, .group = group,
                              .groups = groups};

@@ -22,6 +22,7 @@ typedef struct {
     int comba;                 /* the correction reads the un-decayed state (H8 second form) */
     int postnorm;              /* H3: RMSNorm of each output row */
     int bf16_products;         /* the bf16 tier with bf16 operands in the products (AVX512-BF16) */
+    int state_packed;          /* the state kept in the GEMM table's packed layout (all but bf16_products) */
     double scale, eps;
     const lacs_tensor *q, *k, *v, *beta, *g, *h0;
     lacs_tensor *o, *ht;
@@ -30,9 +31,11 @@ typedef struct {
 /* One thread's workspace: O(C (K + V) + C^2 + LACS_CPU_HEAD_GROUP K V) floats
  * (C = LACS_CPU_CHUNK), nothing that grows with T. */
 typedef struct {
-    float *S;                  /* K x V: the state of the head the chunk computes (one of `states`) */
-    float *states;             /* LACS_CPU_HEAD_GROUP x K x V: the states of a task's heads */
-    float *S_packed;           /* S packed once per chunk (the GEMM table's pack_b) for its two products, then V' for its two */
+    float *S;                  /* K x V: the state of the head the chunk computes (one of `states`): row-major, or
+                                * packed (state_packed: the GEMM table's layout, panels of nr columns) */
+    float *states;             /* LACS_CPU_HEAD_GROUP states of state_floats each: the states of a task's heads */
+    int64_t state_floats;      /* the floats of one state: K V, or the GEMM table's packed_b_size(K, V) */
+    float *Vp_packed;          /* C x V: V' packed (the GEMM table's pack_b) for its two products */
     float *kq;                 /* 2C x K: the chunk's rows of k (rows 0 .. n-1), then of q (n .. 2n-1) */
     float *v;                  /* C x V: the chunk's rows of v */
     float *G, *Gr;             /* C x Kg (Kg = K per channel, else 1): inclusive log-decay sums, the rows' Gr */
@@ -47,9 +50,9 @@ typedef struct {
     uint16_t *a16, *k16, *s16, *b16; /* bf16 operands: a left operand; K^T, S and a right operand packed */
 } lacs_cpu_recurrent_workspace;
 
-/* packed_state: the floats of S or a chunk's V' packed (the larger of the GEMM table's packed_b_size(K, V) and
- * packed_b_size(LACS_CPU_CHUNK, V)). */
-int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, size_t packed_state);
+/* For the GEMM table `gemm`, with the state packed or row-major. */
+int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, const lacs_cpu_gemm *gemm,
+                                       int state_packed);
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w);
 
 /* The floats of the recurrent step's scratch: k, q, e (.) q, e (.) k and e [K each]; v and the output [V each]. */
