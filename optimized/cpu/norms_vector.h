@@ -54,6 +54,14 @@ static inline vdouble add_triple_products(vdouble acc, vfloat a, vfloat b, vfloa
     return acc;
 }
 
+/* The same with every lane present: no mask to form and apply. */
+static inline vdouble add_triple_products_all(vdouble acc, vfloat a, vfloat b, vfloat c)
+{
+    for (int high = 0; high <= 1; high++)
+        acc = vd_add(acc, vd_mul(vd_mul(vd_half(a, high), vd_half(b, high)), vd_half(c, high)));
+    return acc;
+}
+
 /* Software prefetch of the line PREFETCH_BYTES past byte offset_bytes of p.
  * A vector of these kernels is long (some 40 instructions), so the
  * out-of-order window spans too few iterations to keep enough cache misses
@@ -764,8 +772,11 @@ static void norms_squares_and_weighted_dot(const void *x, const void *dy, int bf
         const vdouble v_lo = vd_half(v, 0), v_hi = vd_half(v, 1);
         lo = vd_fma(v_lo, v_lo, lo);
         hi = vd_fma(v_hi, v_hi, hi);
-        sum = add_triple_products(sum, v, v_load_first(weight + i, count), v_load_any(dy, bf16, i, count),
-                                  vm_first(count));
+        if (count >= SIMD_LANES) /* the same sums, without the mask of a row's last vector */
+            sum = add_triple_products_all(sum, v, v_load_first(weight + i, count), v_load_any(dy, bf16, i, count));
+        else
+            sum = add_triple_products(sum, v, v_load_first(weight + i, count), v_load_any(dy, bf16, i, count),
+                                      vm_first(count));
     }
     *sum_of_squares = vd_reduce_add(vd_add(lo, hi));
     *weighted_dot = vd_reduce_add(sum);
@@ -820,9 +831,12 @@ static inline __attribute__((always_inline)) void project_part(const void *x, co
             const vdouble x_h = vd_half(xv, high), g_h = vd_half(g, high);
             const vdouble wg = vd_mul(vd_half(w, high), g_h);
             dx_half[high] = vd_mul(vd_fnma(x_h, along_v, wg), inv_v);
-            if (sum_dy_y) {
+            if (sum_dy_y) { /* whole vectors by plain moves (a masked store per half was a fifth of this loop) */
                 double *s = sum_dy_y + i + high * (SIMD_LANES / 2);
-                vd_store_where(s, vd_fma(g_h, vd_mul(x_h, inv_v), vd_load_where(s, m, high)), m, high);
+                if (count >= SIMD_LANES)
+                    vd_store(s, vd_fma(g_h, vd_mul(x_h, inv_v), vd_load(s)));
+                else
+                    vd_store_where(s, vd_fma(g_h, vd_mul(x_h, inv_v), vd_load_where(s, m, high)), m, high);
             }
         }
         if (stream && count >= SIMD_LANES)

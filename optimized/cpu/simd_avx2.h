@@ -207,6 +207,8 @@ static inline vdouble vd_add_where(vdouble acc, vmask m, int high, vdouble v)
 {
     return _mm256_add_pd(acc, _mm256_and_pd(v, _mm256_castsi256_pd(vd_mask_half(m, high))));
 }
+static inline vdouble vd_load(const double *p) { return _mm256_loadu_pd(p); }
+static inline void vd_store(double *p, vdouble v) { _mm256_storeu_pd(p, v); }
 static inline vdouble vd_load_where(const double *p, vmask m, int high)
 {
     return _mm256_maskload_pd(p, vd_mask_half(m, high));

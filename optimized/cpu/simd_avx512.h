@@ -42,7 +42,9 @@
  *   vd_or_sign(magnitude, sign)   |magnitude| with sign's sign bit or'ed in
  *   vd_scale_pow2(v, n, high)     v 2^n, n the integral fp32 lanes of half `high` of n (|n| <= 2044)
  *   vd_add_where(acc, m, high, v) acc + v in the lanes of half `high` of m, acc elsewhere
+ *   vd_load(p), vd_store(p, v)    SIMD_LANES / 2 doubles (a whole vdouble)
  *   vd_load_where(p, m, high), vd_store_where(p, v, m, high)   doubles in the lanes of that half of m
+ *                                 (masked moves: where every lane is present, vd_load and vd_store cost less)
  *   vd_reduce_add(v)
  *   simd_transpose_8x8(in, ldi, out, ldo)   out[j][i] = in[i][j] for i, j < 8 (leading dimensions in floats)
  *   simd_prefetch(p)              a hint, never a fault
@@ -196,6 +198,8 @@ static inline vdouble vd_add_where(vdouble acc, vmask m, int high, vdouble v)
 {
     return _mm512_mask_add_pd(acc, vd_mask_half(m, high), acc, v);
 }
+static inline vdouble vd_load(const double *p) { return _mm512_loadu_pd(p); }
+static inline void vd_store(double *p, vdouble v) { _mm512_storeu_pd(p, v); }
 static inline vdouble vd_load_where(const double *p, vmask m, int high)
 {
     return _mm512_maskz_loadu_pd(vd_mask_half(m, high), p);
