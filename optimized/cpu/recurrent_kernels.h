@@ -305,10 +305,12 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
          * the product left above its diagonal is never used): a row built in place in three passes of
          * partial vectors waited on its own masked stores (forwarding fails), 10 % of this function's time */
         const vfloat scale_v = v_set1(scale);
+        float *const A = w->A, *const P = w->P; /* in locals: a store may alias *w (the U loop below says why) */
+        const float *const D = w->D, *const b = w->b;
         for (int64_t i = 0; i < n; i++) {
-            const vfloat b_i = v_set1(w->b[i]), row = v_set1((float)i);
+            const vfloat b_i = v_set1(b[i]), row = v_set1((float)i);
             /* A_ij = b_i exp(Gr_i - G_j) k_i.k_j (j < i): D's row i, or row i - 1 for Comba (none for i = 0) */
-            const float *d_a = decays && i > 0 ? w->D + (r->comba ? i - 1 : i) * n : NULL;
+            const float *d_a = decays && i > 0 ? D + (r->comba ? i - 1 : i) * n : NULL;
             for (int64_t c = 0; c < n; c += SIMD_LANES) {
                 const int64_t count = n - c;
                 const vfloat column = v_add(v_lane_index(), v_set1((float)c));
@@ -316,13 +318,13 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
                     vfloat a = v_load_first(KK + i * n + c, count);
                     if (d_a)
                         a = v_mul(v_load_first(d_a + c, count), a);
-                    v_store_first(w->A + i * n + c, v_zero_unless(vm_lt(column, row), v_mul(b_i, a)), count);
+                    v_store_first(A + i * n + c, v_zero_unless(vm_lt(column, row), v_mul(b_i, a)), count);
                 }
                 /* P_ij = scale exp(G_i - G_j) q_i.k_j (j <= i) */
                 vfloat p = v_load_first(QK + i * n + c, count);
                 if (decays)
-                    p = v_mul(v_load_first(w->D + i * n + c, count), p);
-                v_store_first(w->P + i * n + c, v_zero_unless(vm_le(column, row), v_mul(scale_v, p)), count);
+                    p = v_mul(v_load_first(D + i * n + c, count), p);
+                v_store_first(P + i * n + c, v_zero_unless(vm_le(column, row), v_mul(scale_v, p)), count);
             }
         }
     } else {
@@ -385,11 +387,16 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     const float *vnew = w->v;
     if (correct) {
         unit_lower_inverse(n, w->A, w->Tinv);
+        /* the workspace's pointers in locals: a store through a float pointer may alias *w, so w->U and w->v
+         * were read again after each vector's store, each read waiting on that store (6 % of this function's
+         * time) */
+        float *const U = w->U;
+        const float *const v_rows = w->v, *const b = w->b;
         for (int64_t i = 0; i < n; i++) {
-            const vfloat bi = v_set1(w->b[i]);
+            const vfloat bi = v_set1(b[i]);
             for (int64_t c = 0; c < V; c += SIMD_LANES)
-                v_store_first(w->U + i * V + c,
-                              v_fms(bi, v_load_first(w->v + i * V + c, V - c), v_load_first(KS + i * V + c, V - c)),
+                v_store_first(U + i * V + c,
+                              v_fms(bi, v_load_first(v_rows + i * V + c, V - c), v_load_first(KS + i * V + c, V - c)),
                               V - c);
         }
 #ifdef SIMD_BF16_PRODUCTS
