@@ -101,7 +101,7 @@ static inline void stream_out(float *dst, const float *src, int64_t n)
  * them). NaN v gives NaN. */
 static inline vfloat exp_reduced(vfloat v, vfloat *n)
 {
-    *n = v_round(v_mul(v, v_set1((float)LACS_LOG2E)));
+    *n = v_round_small(v_mul(v, v_set1((float)LACS_LOG2E))); /* |v log2 e| <= 1076 */
     vfloat r = v_fnma(*n, v_set1((float)LACS_LN2_HI), v);
     r = v_fnma(*n, v_set1((float)LACS_LN2_LO), r);
     vfloat q = v_set1((float)lacs_exp_poly[4]);

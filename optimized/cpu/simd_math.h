@@ -37,7 +37,7 @@ static inline vfloat v_exp(vfloat x)
 {
     x = v_max(v_set1(-110.0f), x);
     x = v_min(v_set1(89.0f), x);
-    const vfloat n = v_round(v_mul(x, v_set1(1.44269504088896341f)));
+    const vfloat n = v_round_small(v_mul(x, v_set1(1.44269504088896341f))); /* |x log2 e| <= 159 */
     vfloat r = v_fnma(n, v_set1(0.693359375f), x);
     r = v_fnma(n, v_set1(-2.12194440e-4f), r);
     vfloat p = v_set1(1.9875691500e-4f);

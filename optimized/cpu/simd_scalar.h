@@ -67,6 +67,7 @@ static inline vfloat v_fms(vfloat a, vfloat b, vfloat c) { return a * b - c; }
 static inline vfloat v_min(vfloat a, vfloat b) { return a < b ? a : b; }
 static inline vfloat v_max(vfloat a, vfloat b) { return a > b ? a : b; }
 static inline vfloat v_round(vfloat v) { return nearbyintf(v); }
+static inline vfloat v_round_small(vfloat v) { return nearbyintf(v); }
 static inline vfloat v_from_bits(vfloat m)
 {
     const uint32_t bits = (uint32_t)m;
