@@ -145,10 +145,13 @@ static inline vfloat v_scale_pow2(vfloat p, vfloat n)
     const __m256 second = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, bias), 23));
     return _mm256_mul_ps(_mm256_mul_ps(p, first), second);
 }
-/* 2^n built in the exponent field (n in the normal range). */
+/* 2^n built in the exponent field (n integral, in the normal range): n + 1.5 2^23 holds n in its low bits
+ * (exactly: |n| < 2^22), whose exponent field, past the shift, is (n + 127) mod 2^9. An addition instead of a
+ * conversion (vcvtps2dq), off the ports the FMAs use (v_round_small says why). */
 static inline vfloat v_pow2(vfloat n)
 {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    const __m256i shifted = _mm256_castps_si256(_mm256_add_ps(n, _mm256_set1_ps(0x1.8p23f)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(shifted, _mm256_set1_epi32(127)), 23));
 }
 /* p 2^n where the result is normal, n integral in [-126, 127]: one product by 2^n, exact (a third of
  * v_scale_pow2's instructions: v_exp's common case). */
