@@ -37,6 +37,7 @@ static inline vmask vm_first(int64_t count)
     return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 static inline int vm_all(vmask m) { return _mm256_movemask_ps(m) == 0xff; }
+static inline int vm_none(vmask m) { return _mm256_movemask_ps(m) == 0; }
 static inline vmask vm_and(vmask a, vmask b) { return _mm256_and_ps(a, b); }
 static inline vmask vm_or(vmask a, vmask b) { return _mm256_or_ps(a, b); }
 

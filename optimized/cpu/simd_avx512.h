@@ -11,7 +11,7 @@
  *   vdouble                       SIMD_LANES / 2 doubles: the low or the high half of a vfloat, widened
  *   vmask                         a set of lanes
  *   vm_first(count)               lanes 0 .. count - 1 (all for count >= SIMD_LANES, none for <= 0)
- *   vm_all(m), vm_and(a, b), vm_or(a, b)   every lane set; intersection; union
+ *   vm_all(m), vm_none(m), vm_and(a, b), vm_or(a, b)   every lane set; no lane set; intersection; union
  *   v_load(p), v_store(p, v)      SIMD_LANES floats, unaligned
  *   v_load_first(p, count)        lanes past count read as +0 and touch no memory
  *   v_store_first(p, v, count)    lanes past count not written
@@ -79,6 +79,7 @@ static inline vmask vm_first(int64_t count)
     return count >= 16 ? (vmask)0xffff : count <= 0 ? (vmask)0 : (vmask)((1u << count) - 1u);
 }
 static inline int vm_all(vmask m) { return m == (vmask)0xffff; }
+static inline int vm_none(vmask m) { return m == 0; }
 static inline vmask vm_and(vmask a, vmask b) { return (vmask)(a & b); }
 static inline vmask vm_or(vmask a, vmask b) { return (vmask)(a | b); }
 

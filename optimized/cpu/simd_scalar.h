@@ -24,6 +24,7 @@ typedef int vmask;
 
 static inline vmask vm_first(int64_t count) { return count >= 1; }
 static inline int vm_all(vmask m) { return m; }
+static inline int vm_none(vmask m) { return !m; }
 static inline vmask vm_and(vmask a, vmask b) { return a && b; }
 static inline vmask vm_or(vmask a, vmask b) { return a || b; }
 
