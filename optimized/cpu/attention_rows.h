@@ -16,7 +16,15 @@ float ATTENTION_LOGITS_ROW(int64_t n, float *x, int64_t lo, int64_t hi, float sc
     const vfloat scale_v = v_set1(scale), row_bias_v = v_set1(row_bias), first = v_set1((float)lo),
                  end = v_set1((float)hi);
     vfloat max_v = minus_inf;
-    for (int64_t j = 0; j < n; j += SIMD_LANES) {
+    int64_t j = 0;
+    if (lo <= 0 && hi >= n) /* a row wholly visible (a block below the diagonal): its whole vectors need no mask */
+        for (; j + SIMD_LANES <= n; j += SIMD_LANES) {
+            const vfloat bias = col_bias ? v_sub(row_bias_v, v_load(col_bias + j)) : row_bias_v;
+            const vfloat logit = v_fma(scale_v, v_load(x + j), bias);
+            v_store(x + j, logit);
+            max_v = v_max(max_v, logit);
+        }
+    for (; j < n; j += SIMD_LANES) {
         const int64_t count = n - j;
         /* visible: lo <= column < hi (column indices of a block are small integers: exact in fp32) */
         const vfloat column = v_add(lane, v_set1((float)j));
