@@ -99,9 +99,17 @@ static inline void stream_out(float *dst, const float *src, int64_t n)
  * error (1 - (1 + p)) + p, exact by Fast2Sum) and scale by 2^n with
  * v_scale_pow2, which rounds once into the subnormals (and to 0 below
  * them). NaN v gives NaN. */
+static inline vfloat exp_reduced_pow2(vfloat v, vfloat *n, vfloat *power);
 static inline vfloat exp_reduced(vfloat v, vfloat *n)
 {
-    *n = v_round_small(v_mul(v, v_set1((float)LACS_LOG2E))); /* |v log2 e| <= 1076 */
+    vfloat unused; /* the compiler drops its instructions */
+    return exp_reduced_pow2(v, n, &unused);
+}
+
+/* The same, and 2^n in *power for n in [-126, 127] (v_round_small_pow2). */
+static inline vfloat exp_reduced_pow2(vfloat v, vfloat *n, vfloat *power)
+{
+    *n = v_round_small_pow2(v_mul(v, v_set1((float)LACS_LOG2E)), power); /* |v log2 e| <= 1076 */
     vfloat r = v_fnma(*n, v_set1((float)LACS_LN2_HI), v);
     r = v_fnma(*n, v_set1((float)LACS_LN2_LO), r);
     vfloat q = v_set1((float)lacs_exp_poly[4]);
@@ -126,9 +134,8 @@ static inline vfloat tanh_core(vfloat u)
 {
     const vfloat a = v_abs(u);
     const vfloat capped = v_min(v_set1(9.5f), a);
-    vfloat n;
-    const vfloat p = exp_reduced(v_add(capped, capped), &n);
-    const vfloat power = v_pow2(n); /* n in [0, 28] (NaN only with a NaN p) */
+    vfloat n, power; /* n in [0, 28] (NaN only with a NaN p) */
+    const vfloat p = exp_reduced_pow2(v_add(capped, capped), &n, &power);
     const vfloat E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
     return v_copysign(v_div(E, v_add(E, v_set1(2.0f))), u);
 }
@@ -242,9 +249,8 @@ static inline void tanh_sech2_tame(vfloat u, vfloat *t, vfloat *s2)
 {
     const vfloat one = v_set1(1.0f), two = v_set1(2.0f);
     const vfloat a = v_abs(u);
-    vfloat n;
-    const vfloat p = exp_reduced(v_add(a, a), &n);
-    const vfloat power = v_pow2(n);
+    vfloat n, power;
+    const vfloat p = exp_reduced_pow2(v_add(a, a), &n, &power);
     const vfloat E = v_fma(power, p, v_sub(power, one));
     const vfloat r = v_reciprocal_fine(v_add(E, two));
     const vmask tiny = vm_lt(a, v_set1(0x1p-12f));
@@ -478,24 +484,119 @@ static int weights_tame(const float *weight, int64_t dim, float factor)
     return 1;
 }
 
+/* DyT's VJP over the common vectors of one row of a strip, from column c
+ * while they last; returns the column of the first vector that is not
+ * common (end if none). Common: dy of magnitude at most 2^40 (not NaN) and
+ * every |u| = |alpha x| in [2^-12, 9.5], with the weights times alpha tame
+ * and |alpha| >= 2^-30 (checked once per call: then |u| <= 9.5 holds x to
+ * |x| <= 2^34, and a NaN or infinite x fails it). tanh_sech2_tame's
+ * arithmetic without its selects for the lanes below 2^-12 (here none):
+ * the same dx and dweight bits as the fast path's, the dalpha term added by
+ * one FMA. Nearly every vector of ordinary data is common (a lane below
+ * 2^-12 comes once in some 2^11 for unit x), and this loop runs a quarter
+ * fewer instructions than the general one (optimized/cpu/README.md 8.2.6). */
+static inline __attribute__((always_inline)) int64_t dyt_vjp_common_run(const void *xs, const void *dys, int bf16,
+                                                                         int64_t row, int64_t dim, int64_t c,
+                                                                         int64_t end, const float *weight,
+                                                                         vfloat alpha, float *dx_row, float *pw,
+                                                                         float *pb, vfloat *part_param)
+{
+    const int64_t size = bf16 ? 2 : 4;
+    vfloat part = *part_param;
+    for (; c < end; c += SIMD_LANES) {
+        /* the next row's vector (the strip walks the rows) */
+        simd_prefetch((const char *)xs + (row + dim + c) * size);
+        simd_prefetch((const char *)dys + (row + dim + c) * size);
+        const vfloat x = v_load_any(xs, bf16, row + c, SIMD_LANES), g = v_load_any(dys, bf16, row + c, SIMD_LANES);
+        const vfloat u = v_mul(alpha, x), a = v_abs(u);
+        const vmask common = vm_and(vm_le(v_abs(g), v_set1(0x1p40f)),
+                                    vm_and(vm_le(a, v_set1(9.5f)), vm_ge(a, v_set1(0x1p-12f))));
+        if (!vm_all(common))
+            break;
+        vfloat n, power;
+        const vfloat p = exp_reduced_pow2(v_add(a, a), &n, &power);
+        const vfloat E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
+        const vfloat r = v_reciprocal_fine(v_add(E, v_set1(2.0f)));
+        const vfloat s2 = v_mul(v_fma(E, v_set1(4.0f), v_set1(4.0f)), v_mul(r, r)); /* 4 (1 + E) r^2: the same bits */
+        const vfloat gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
+        v_store_first(dx_row + c, v_mul(v_mul(gw, alpha), s2), SIMD_LANES);
+        part = v_fma(v_mul(gw, x), s2, part);
+        v_store_first(pw + c, v_fma(g, v_or_sign(v_mul(E, r), u), v_load_first(pw + c, SIMD_LANES)), SIMD_LANES);
+        v_store_first(pb + c, v_add(g, v_load_first(pb + c, SIMD_LANES)), SIMD_LANES);
+    }
+    *part_param = part;
+    return c;
+}
+
+/* What a VJP's walk reads, in locals (forward_walk's reason, below). */
+typedef struct {
+    const void *xs, *dys;
+    const float *weight;
+    double *sum_weight, *sum_bias;
+    float *part_weight, *part_bias; /* the strip's column sums in fp32, indexed from the strip's first column */
+    vfloat parameter, s;
+    float param, root;
+    int w_tame;
+} vjp_walk;
+
+/* One vector of a VJP's row: columns [c, c + count) of row `row`, dx to dx
+ * (column c's), the fast path's parameter terms into *part_param, the exact
+ * path's into *sum_param. full: count is SIMD_LANES (a constant: no masks). */
+static inline __attribute__((always_inline)) void vjp_vector(const vjp_walk *k, vjp_op op, int bf16, int full,
+                                                            int64_t row, int64_t c, int64_t c0, int64_t count,
+                                                            float *dx, vfloat *part_param, vdouble *sum_param)
+{
+    const vfloat x = v_load_any(k->xs, bf16, row + c, full ? SIMD_LANES : count),
+                 g = v_load_any(k->dys, bf16, row + c, full ? SIMD_LANES : count);
+    const vfloat w = v_load_first(k->weight + c, full ? SIMD_LANES : count);
+    float *pw = k->sum_weight ? k->part_weight + (c - c0) : NULL, *pb = k->sum_bias ? k->part_bias + (c - c0) : NULL;
+    const vmask m = vm_first(full ? SIMD_LANES : count);
+    const vjp_lanes v = op == VJP_DYT ? dyt_vjp_lanes(x, g, w, k->parameter, k->w_tame, m, dx, count, *sum_param)
+                                      : dyisru_vjp_lanes(x, g, w, k->parameter, k->s, k->root, k->param, k->w_tame, m,
+                                                         dx, count, *sum_param);
+    *sum_param = v.sum;
+    if (v.fast) {
+        *part_param = v_add(*part_param, full ? v.term : v_zero_unless(m, v.term));
+        if (pw)
+            v_store_first(pw, v_fma(g, v.f, v_load_first(pw, count)), count);
+        if (pb)
+            v_store_first(pb, v_add(g, v_load_first(pb, count)), count);
+    } else {
+        if (k->sum_weight)
+            add_products_to_columns(k->sum_weight + c, g, v.f, m);
+        if (k->sum_bias)
+            add_products_to_columns(k->sum_bias + c, g, v_set1(1.0f), m);
+    }
+}
+
 static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *b, vjp_op op, int bf16)
 {
     const int64_t rows = b->rows, dim = b->dim, size = bf16 ? 2 : 4;
-    const float param = (float)b->param, root = (float)sqrt(b->param);
-    const vfloat parameter = v_set1(param), s = v_set1(root);
-    const int w_tame = op == VJP_DYT ? weights_tame(b->weight, dim, param)
-                                     : weights_tame(b->weight, dim, 1.0f) && param >= 0x1p-30f && param <= 0x1p30f;
-    double *const sum_weight = b->sum_weight, *const sum_bias = b->sum_bias;
-    const float *const weight = b->weight;
-    const void *const xs = b->x, *const dys = b->dy;
-    float *const out = b->out;
     float part_weight[VJP_STRIP], part_bias[VJP_STRIP];
+    vjp_walk k = {.xs = b->x,
+                  .dys = b->dy,
+                  .weight = b->weight,
+                  .sum_weight = b->sum_weight,
+                  .sum_bias = b->sum_bias,
+                  .part_weight = part_weight,
+                  .part_bias = part_bias,
+                  .param = (float)b->param,
+                  .root = (float)sqrt(b->param)};
+    k.parameter = v_set1(k.param);
+    k.s = v_set1(k.root);
+    k.w_tame = op == VJP_DYT ? weights_tame(b->weight, dim, k.param)
+                             : weights_tame(b->weight, dim, 1.0f) && k.param >= 0x1p-30f && k.param <= 0x1p30f;
+    const int dyt_common = op == VJP_DYT && k.w_tame && fabsf(k.param) >= 0x1p-30f; /* dyt_vjp_common_run's */
+    float *const out = b->out;
     /* with b->stream, a row's dx over the strip goes here (in L1), then out with stream_out */
     float dx_strip[VJP_STRIP] __attribute__((aligned(64)));
     const int stream = b->stream;
     vdouble sum_param = vd_zero();
     for (int64_t c0 = 0; c0 < dim; c0 += VJP_STRIP) {
         const int64_t width = dim - c0 < VJP_STRIP ? dim - c0 : VJP_STRIP;
+        /* the strip's column sums, indexed by the column (formed whether or not they are asked for: no test) */
+        float *const pw_strip = part_weight - c0, *const pb_strip = part_bias - c0;
+        const int64_t full_end = c0 + width - width % SIMD_LANES;
         for (int64_t r0 = 0; r0 < rows; r0 += VJP_FLUSH_ROWS) {
             const int64_t r1 = r0 + VJP_FLUSH_ROWS < rows ? r0 + VJP_FLUSH_ROWS : rows;
             memset(part_weight, 0, (size_t)width * sizeof(float));
@@ -504,42 +605,29 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
                 const int64_t row = r * dim;
                 float *const dx_row = stream ? dx_strip - c0 : out + row; /* dx_row + c: column c's dx */
                 vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
-                for (int64_t c = c0; c < c0 + width; c += SIMD_LANES) {
-                    const int64_t count = c0 + width - c;
-                    const vmask m = vm_first(count);
-                    const vfloat x = v_load_any(xs, bf16, row + c, count), g = v_load_any(dys, bf16, row + c, count);
-                    /* the next row's vector (the strip walks the rows) */
-                    simd_prefetch((const char *)xs + (row + dim + c) * size);
-                    simd_prefetch((const char *)dys + (row + dim + c) * size);
-                    const vfloat w = v_load_first(weight + c, count);
-                    const vjp_lanes v = op == VJP_DYT ? dyt_vjp_lanes(x, g, w, parameter, w_tame, m, dx_row + c,
-                                                                      count, sum_param)
-                                                      : dyisru_vjp_lanes(x, g, w, parameter, s, root, param, w_tame,
-                                                                         m, dx_row + c, count, sum_param);
-                    sum_param = v.sum;
-                    if (v.fast) {
-                        float *pw = part_weight + (c - c0), *pb = part_bias + (c - c0);
-                        part_param = v_add(part_param, v_zero_unless(m, v.term));
-                        if (sum_weight)
-                            v_store_first(pw, v_fma(g, v.f, v_load_first(pw, count)), count);
-                        if (sum_bias)
-                            v_store_first(pb, v_add(g, v_load_first(pb, count)), count);
-                    } else {
-                        if (sum_weight)
-                            add_products_to_columns(sum_weight + c, g, v.f, m);
-                        if (sum_bias)
-                            add_products_to_columns(sum_bias + c, g, v_set1(1.0f), m);
-                    }
+                int64_t c = c0;
+                while (c < full_end) {
+                    if (op == VJP_DYT && dyt_common)
+                        c = dyt_vjp_common_run(k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
+                                               dx_row, pw_strip, pb_strip, &part_param);
+                    if (c == full_end)
+                        break;
+                    simd_prefetch((const char *)k.xs + (row + dim + c) * size);
+                    simd_prefetch((const char *)k.dys + (row + dim + c) * size);
+                    vjp_vector(&k, op, bf16, 1, row, c, c0, SIMD_LANES, dx_row + c, &part_param, &sum_param);
+                    c += SIMD_LANES;
                 }
+                if (c < c0 + width)
+                    vjp_vector(&k, op, bf16, 0, row, c, c0, c0 + width - c, dx_row + c, &part_param, &sum_param);
                 sum_param = add_to_sum(sum_param, part_param, vm_first(SIMD_LANES));
                 if (stream)
                     stream_out(out + row + c0, dx_strip, width);
             }
             for (int64_t c = 0; c < width; c++) {
-                if (sum_weight)
-                    sum_weight[c0 + c] += part_weight[c];
-                if (sum_bias)
-                    sum_bias[c0 + c] += part_bias[c];
+                if (k.sum_weight)
+                    k.sum_weight[c0 + c] += part_weight[c];
+                if (k.sum_bias)
+                    k.sum_bias[c0 + c] += part_bias[c];
             }
         }
     }
@@ -578,63 +666,116 @@ static inline vfloat softcap_lanes(vfloat x, vfloat cap)
     return v_select(vm_lt(v_abs(u), v_set1(0x1p-12f)), v_mul(cap, tanh_core(u)), near_zero);
 }
 
+/* h(u) = u^3 R(u^2) for |u| < 1 (lacs_softcap_dcap_poly). */
+static inline vfloat softcap_dcap_series(vfloat u, vfloat u2)
+{
+    vfloat series = v_set1((float)lacs_softcap_dcap_poly[8]);
+    for (int k = 7; k >= 0; k--)
+        series = v_fma(series, u2, v_set1((float)lacs_softcap_dcap_poly[k]));
+    return v_mul(v_mul(u, u2), series);
+}
+
+/* One vector of softcap's VJP, elements [i, i + count) (count may pass
+ * SIMD_LANES: then the whole vector): dx to dx, the fast path's dcap terms
+ * into *part, the exact path's into *sum_cap. */
+static inline __attribute__((always_inline)) void softcap_vjp_vector(const lacs_cpu_norm_block *b, int bf16,
+                                                                    vfloat cap, int cap_tame, int64_t i,
+                                                                    int64_t count, float *dx, vfloat *part,
+                                                                    vdouble *sum_cap)
+{
+    const vfloat one = v_set1(1.0f);
+    const vmask m = vm_first(count);
+    const vfloat x = v_load_any(b->x, bf16, i, count), g = v_load_any(b->dy, bf16, i, count);
+    const vfloat u = v_div(x, cap);
+    const vfloat series = softcap_dcap_series(u, v_mul(u, u));
+    const vmask below_one = vm_lt(v_abs(u), one);
+    if (cap_tame && vm_all(vm_and(vm_and(tame(x), tame(g)), vm_le(v_abs(u), v_set1(9.5f))))) {
+        vfloat t, s2;
+        tanh_sech2_tame(u, &t, &s2);
+        *part = v_add(*part, v_zero_unless(m, v_mul(g, v_select(below_one, v_fnma(u, s2, t), series))));
+        v_store_first(dx, v_mul(g, s2), count);
+    } else {
+        vfloat s2, exponent;
+        sech2_of(u, &s2, &exponent);
+        const vfloat t = tanh_lanes(u);
+        const vfloat u_s2 = v_scale_pow2(v_zero_unless(vm_ne(s2, v_zero()), v_mul(u, s2)), exponent);
+        const vfloat h = v_select(below_one, v_sub(t, u_s2), series);
+        *sum_cap = add_triple_products(*sum_cap, g, h, one, m);
+        v_store_first(dx, scaled_product(g, one, one, s2, exponent), count);
+    }
+}
+
+/* softcap's VJP over the common vectors from element i while they last
+ * (dyt_vjp_common_run's scheme); returns where it stopped (end if at the
+ * end). Common: |dy| <= 2^40 (not NaN) and every |u| in [2^-12, 1), with cap
+ * in [2^-40, 2^30] (checked once: |u| < 1 then holds |x| below 2^30, and a
+ * NaN or infinite x fails it): sech^2 as the fast path forms it (the same dx
+ * bits), the dcap term the series alone (no tanh), added by one FMA. Data
+ * well inside the cap, which a softcap mostly meets, is all of this kind. */
+static inline __attribute__((always_inline)) int64_t softcap_vjp_common_run(const void *xs, const void *dys,
+                                                                             int bf16, int64_t i, int64_t end,
+                                                                             vfloat cap, float *dx, vfloat *part)
+{
+    vfloat sum = *part;
+    for (; i < end; i += SIMD_LANES) {
+        prefetch_ahead(xs, i * (bf16 ? 2 : 4));
+        prefetch_ahead(dys, i * (bf16 ? 2 : 4));
+        const vfloat x = v_load_any(xs, bf16, i, SIMD_LANES), g = v_load_any(dys, bf16, i, SIMD_LANES);
+        const vfloat u = v_div(x, cap), a = v_abs(u);
+        const vmask common = vm_and(vm_le(v_abs(g), v_set1(0x1p40f)),
+                                    vm_and(vm_lt(a, v_set1(1.0f)), vm_ge(a, v_set1(0x1p-12f))));
+        if (!vm_all(common))
+            break;
+        vfloat n, power;
+        const vfloat p = exp_reduced_pow2(v_add(a, a), &n, &power);
+        const vfloat E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
+        const vfloat r = v_reciprocal_fine(v_add(E, v_set1(2.0f)));
+        const vfloat s2 = v_mul(v_fma(E, v_set1(4.0f), v_set1(4.0f)), v_mul(r, r)); /* tanh_sech2_tame's bits */
+        v_store_first(dx + i, v_mul(g, s2), SIMD_LANES);
+        sum = v_fma(g, softcap_dcap_series(u, v_mul(u, u)), sum);
+    }
+    *part = sum;
+    return i;
+}
+
 /* dx = dy sech^2(u); dcap's term dy h(u), h(u) = tanh(u) - u sech^2(u): the
  * series u^3 R(u^2) below |u| = 1 (norms.h), where the difference cancels,
  * the direct form above with u sech^2 = 0 where sech^2 = 0 (h(+-inf) = +-1).
  * Fast path (the VJPs' above), where x and dy are tame and |u| <= 9.5 (cap
  * in [2^-40, 2^40]): sech^2 and tanh from tanh_sech2_tame, dx = dy sech^2 in
  * fp32, the terms summed in fp32 per lane over VJP_STRIP elements, then in
- * double. Exact path: dx rounded once from double, each term added in
- * double. */
+ * double; the common vectors by softcap_vjp_common_run. Exact path: dx
+ * rounded once from double, each term added in double. */
 static inline __attribute__((always_inline)) void softcap_vjp_elements(lacs_cpu_norm_block *b, int bf16)
 {
     const float cap_f32 = (float)b->param;
     const vfloat cap = v_set1(cap_f32);
-    const vfloat one = v_set1(1.0f);
     const int cap_tame = cap_f32 >= 0x1p-40f && cap_f32 <= 0x1p40f;
+    const int common = cap_f32 >= 0x1p-40f && cap_f32 <= 0x1p30f;
     const int64_t n = b->rows * b->dim;
     const int stream = b->stream;
     float dx_strip[VJP_STRIP] __attribute__((aligned(64))); /* with b->stream: dx by strips, then stream_out */
     vdouble sum_cap = vd_zero();
-    vfloat part = v_zero();
-    for (int64_t i = 0; i < n; i += SIMD_LANES) {
-        float *const dx = stream ? dx_strip + i % VJP_STRIP : b->out + i;
-        const int64_t count = n - i;
-        const vmask m = vm_first(count);
-        const vfloat x = v_load_any(b->x, bf16, i, count), g = v_load_any(b->dy, bf16, i, count);
-        prefetch_ahead(b->x, i * (bf16 ? 2 : 4));
-        prefetch_ahead(b->dy, i * (bf16 ? 2 : 4));
-        const vfloat u = v_div(x, cap);
-        const vfloat u2 = v_mul(u, u);
-        vfloat series = v_set1((float)lacs_softcap_dcap_poly[8]);
-        for (int k = 7; k >= 0; k--)
-            series = v_fma(series, u2, v_set1((float)lacs_softcap_dcap_poly[k]));
-        series = v_mul(v_mul(u, u2), series);
-        const vmask below_one = vm_lt(v_abs(u), one);
-        if (cap_tame && vm_all(vm_and(vm_and(tame(x), tame(g)), vm_le(v_abs(u), v_set1(9.5f))))) {
-            vfloat t, s2;
-            tanh_sech2_tame(u, &t, &s2);
-            part = v_add(part, v_zero_unless(m, v_mul(g, v_select(below_one, v_fnma(u, s2, t), series))));
-            v_store_first(dx, v_mul(g, s2), count);
-        } else {
-            vfloat s2, exponent;
-            sech2_of(u, &s2, &exponent);
-            const vfloat t = tanh_lanes(u);
-            const vfloat u_s2 = v_scale_pow2(v_zero_unless(vm_ne(s2, v_zero()), v_mul(u, s2)), exponent);
-            const vfloat h = v_select(below_one, v_sub(t, u_s2), series);
-            sum_cap = add_triple_products(sum_cap, g, h, one, m);
-            v_store_first(dx, scaled_product(g, one, one, s2, exponent), count);
+    for (int64_t start = 0; start < n; start += VJP_STRIP) {
+        const int64_t end = n - start < VJP_STRIP ? n : start + VJP_STRIP;
+        const int64_t full_end = start + (end - start) / SIMD_LANES * SIMD_LANES;
+        float *const dx = stream ? dx_strip - start : b->out; /* dx + i: element i's */
+        vfloat part = v_zero();                                /* the fast path's terms of the strip, per lane */
+        int64_t i = start;
+        while (i < end) {
+            if (common && i < full_end)
+                i = softcap_vjp_common_run(b->x, b->dy, bf16, i, full_end, cap, dx, &part);
+            if (i >= end)
+                break;
+            prefetch_ahead(b->x, i * (bf16 ? 2 : 4));
+            prefetch_ahead(b->dy, i * (bf16 ? 2 : 4));
+            softcap_vjp_vector(b, bf16, cap, cap_tame, i, end - i, dx + i, &part, &sum_cap);
+            i += SIMD_LANES;
         }
-        if ((i / SIMD_LANES + 1) % (VJP_STRIP / SIMD_LANES) == 0) {
-            sum_cap = add_to_sum(sum_cap, part, vm_first(SIMD_LANES));
-            part = v_zero();
-        }
-        if (stream && (i + SIMD_LANES >= n || (i + SIMD_LANES) % VJP_STRIP == 0)) {
-            const int64_t start = i - i % VJP_STRIP, end = i + SIMD_LANES < n ? i + SIMD_LANES : n;
+        sum_cap = add_to_sum(sum_cap, part, vm_first(SIMD_LANES));
+        if (stream)
             stream_out(b->out + start, dx_strip, end - start);
-        }
     }
-    sum_cap = add_to_sum(sum_cap, part, vm_first(SIMD_LANES));
     b->sum_param = vd_reduce_add(sum_cap);
     if (stream)
         simd_store_fence();

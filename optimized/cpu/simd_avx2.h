@@ -118,7 +118,23 @@ static inline vfloat v_round_small(vfloat v)
     const __m256 shift = _mm256_set1_ps(0x1.8p23f);
     return _mm256_sub_ps(_mm256_add_ps(v, shift), shift);
 }
+/* v_round_small(v), and in *power 2^that (in [-126, 127]) from the bits of the same sum v + 1.5 2^23 (v_pow2's:
+ * the rounded value plus 1.5 2^23 is that sum exactly): the same bits as v_pow2(v_round_small(v)), one addition
+ * fewer. */
+static inline vfloat v_round_small_pow2(vfloat v, vfloat *power)
+{
+    const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+    const __m256 sum = _mm256_add_ps(v, shift);
+    *power = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_castps_si256(sum), _mm256_set1_epi32(127)), 23));
+    return _mm256_sub_ps(sum, shift);
+}
 static inline vfloat v_from_bits(vfloat m) { return _mm256_castsi256_ps(_mm256_cvtps_epi32(m)); }
+/* magnitude's bits with sign's sign bit or'ed in: copysign for a magnitude of sign +, one instruction fewer */
+static inline vfloat v_or_sign(vfloat magnitude, vfloat sign)
+{
+    return _mm256_or_ps(magnitude, _mm256_and_ps(_mm256_set1_ps(-0.0f), sign));
+}
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign)
 {
     const vfloat sign_bit = _mm256_set1_ps(-0.0f);

@@ -26,12 +26,14 @@
  *   v_round_small(v)              the same for |v| < 2^22 (a zero may come out +0 where v_round gives -0)
  *   v_from_bits(m)                the float whose bit pattern is the integer m (m integral, 0 <= m < 2^31)
  *   v_copysign(magnitude, sign)
+ *   v_or_sign(magnitude, sign)    magnitude with the sign bit of sign or'ed in: copysign where magnitude >= +0
  *   vm_lt, vm_le, vm_gt, vm_ge    ordered comparisons (false for NaN); vm_ne: unordered (true for NaN)
  *   v_select(m, a, b)             b in the lanes of m, a elsewhere
  *   v_zero_unless(m, v)           v in the lanes of m, +0 elsewhere
  *   v_scale_pow2(p, n)            p 2^n rounded once (into the subnormals, or to 0, where the result is
  *                                 below fp32's normal range), n integral and <= 254
  *   v_pow2(n)                     2^n exactly, n integral in [-126, 127]
+ *   v_round_small_pow2(v, &power) v_round_small(v), and power = v_pow2 of it (avx2: from the same sum)
  *   v_scale_pow2_normal(p, n)     p 2^n where it is normal (n integral): exact, as v_scale_pow2 gives it
  *   v_reciprocal(d)               1 / d to a relative error below 2^-14
  *   v_reciprocal_fine(d)          1 / d to a relative error below 2^-27
@@ -138,6 +140,11 @@ static inline vfloat v_round(vfloat v) { return _mm512_roundscale_ps(v, _MM_FROU
 /* vrndscaleps is a single micro-op here: the avx2 layer's two additions measured no faster */
 static inline vfloat v_round_small(vfloat v) { return v_round(v); }
 static inline vfloat v_from_bits(vfloat m) { return _mm512_castsi512_ps(_mm512_cvtps_epi32(m)); }
+static inline vfloat v_or_sign(vfloat magnitude, vfloat sign)
+{
+    return _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_castps_si512(magnitude), _mm512_and_si512(_mm512_set1_epi32((int)0x80000000u), _mm512_castps_si512(sign))));
+}
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign)
 {
     const __m512i sign_bit = _mm512_set1_epi32((int)0x80000000u);
@@ -156,6 +163,12 @@ static inline vfloat v_zero_unless(vmask m, vfloat v) { return _mm512_maskz_mov_
 /* vscalefps: one rounding, gradual underflow, any n. */
 static inline vfloat v_scale_pow2(vfloat p, vfloat n) { return _mm512_scalef_ps(p, n); }
 static inline vfloat v_pow2(vfloat n) { return _mm512_scalef_ps(_mm512_set1_ps(1.0f), n); }
+static inline vfloat v_round_small_pow2(vfloat v, vfloat *power)
+{
+    const vfloat n = v_round_small(v);
+    *power = v_pow2(n);
+    return n;
+}
 static inline vfloat v_scale_pow2_normal(vfloat p, vfloat n) { return _mm512_scalef_ps(p, n); }
 /* vrcp14ps: relative error below 2^-14. */
 static inline vfloat v_reciprocal(vfloat d) { return _mm512_rcp14_ps(d); }

@@ -77,6 +77,7 @@ static inline vfloat v_from_bits(vfloat m)
     return out;
 }
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign) { return copysignf(magnitude, sign); }
+static inline vfloat v_or_sign(vfloat magnitude, vfloat sign) { return signbit(sign) ? -fabsf(magnitude) : magnitude; }
 static inline vmask vm_lt(vfloat a, vfloat b) { return a < b; }
 static inline vmask vm_le(vfloat a, vfloat b) { return a <= b; }
 static inline vmask vm_gt(vfloat a, vfloat b) { return a > b; }
@@ -86,6 +87,12 @@ static inline vfloat v_select(vmask m, vfloat a, vfloat b) { return m ? b : a; }
 static inline vfloat v_zero_unless(vmask m, vfloat v) { return m ? v : 0.0f; }
 static inline vfloat v_scale_pow2(vfloat p, vfloat n) { return ldexpf(p, (int)fmaxf(fminf(n, 300.0f), -300.0f)); }
 static inline vfloat v_pow2(vfloat n) { return ldexpf(1.0f, (int)n); }
+static inline vfloat v_round_small_pow2(vfloat v, vfloat *power)
+{
+    const vfloat n = v_round_small(v);
+    *power = v_pow2(n);
+    return n;
+}
 static inline vfloat v_scale_pow2_normal(vfloat p, vfloat n) { return p * v_pow2(n); }
 static inline vfloat v_reciprocal(vfloat d) { return 1.0f / d; }
 static inline vfloat v_reciprocal_fine(vfloat d) { return 1.0f / d; }
