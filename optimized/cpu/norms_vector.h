@@ -528,6 +528,36 @@ static inline __attribute__((always_inline)) int64_t dyt_vjp_common_run(const vo
     return c;
 }
 
+/* DyISRU's VJP over the common vectors of one row of a strip
+ * (dyt_vjp_common_run's scheme): |x| <= 2^20 and |dy| <= 2^40 (neither NaN)
+ * in every lane, with the weights and C tame (checked once per call):
+ * dyisru_vjp_lanes' fast path without its masks, the same dx, dweight and
+ * dbias bits, the dC term added by one FMA. */
+static inline __attribute__((always_inline)) int64_t dyisru_vjp_common_run(const void *xs, const void *dys, int bf16,
+                                                                            int64_t row, int64_t dim, int64_t c,
+                                                                            int64_t end, const float *weight,
+                                                                            vfloat C, float *dx_row, float *pw,
+                                                                            float *pb, vfloat *part_param)
+{
+    const int64_t size = bf16 ? 2 : 4;
+    vfloat part = *part_param;
+    for (; c < end; c += SIMD_LANES) {
+        simd_prefetch((const char *)xs + (row + dim + c) * size);
+        simd_prefetch((const char *)dys + (row + dim + c) * size);
+        const vfloat x = v_load_any(xs, bf16, row + c, SIMD_LANES), g = v_load_any(dys, bf16, row + c, SIMD_LANES);
+        if (!vm_all(vm_and(vm_le(v_abs(x), v_set1(0x1p20f)), vm_le(v_abs(g), v_set1(0x1p40f)))))
+            break;
+        const vfloat r = v_div(v_set1(1.0f), v_sqrt(v_fma(x, x, C)));
+        const vfloat r3 = v_mul(v_mul(r, r), r), gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
+        v_store_first(dx_row + c, v_mul(gw, v_mul(C, r3)), SIMD_LANES);
+        part = v_fma(gw, v_mul(v_mul(v_set1(0.5f), x), r3), part);
+        v_store_first(pw + c, v_fma(g, v_mul(x, r), v_load_first(pw + c, SIMD_LANES)), SIMD_LANES);
+        v_store_first(pb + c, v_add(g, v_load_first(pb + c, SIMD_LANES)), SIMD_LANES);
+    }
+    *part_param = part;
+    return c;
+}
+
 /* What a VJP's walk reads, in locals (forward_walk's reason, below). */
 typedef struct {
     const void *xs, *dys;
@@ -610,6 +640,9 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
                     if (op == VJP_DYT && dyt_common)
                         c = dyt_vjp_common_run(k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
                                                dx_row, pw_strip, pb_strip, &part_param);
+                    if (op == VJP_DYISRU && k.w_tame)
+                        c = dyisru_vjp_common_run(k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
+                                                  dx_row, pw_strip, pb_strip, &part_param);
                     if (c == full_end)
                         break;
                     simd_prefetch((const char *)k.xs + (row + dim + c) * size);
