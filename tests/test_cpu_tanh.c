@@ -22,6 +22,10 @@
  *                               sech^2 = 4e/(1 + e)^2 against double on every
  *                               bf16 value and every 256th fp32 pattern;
  *                               1 - tanh^2 (0 once tanh rounds to 1) fails;
+ *   cpu_tanh/softcap_within_bound and softcap_coarser_is_rejected:
+ *                               softcap and its dx where the vector kernels
+ *                               take their polynomials (|x / cap| < 1),
+ *                               against double (below);
  *   cpu_norms_ieee              every op at the IEEE specials against
  *                               builtin:reference (below);
  *   cpu_norms_threads           every output bit for bit the same for 1, 2
@@ -321,6 +325,121 @@ Test(cpu_tanh, sech2_as_one_minus_tanh2_is_rejected)
     sweep_bf16(functions, 1, exact_sech2, result);
     cr_log_info("cpu_tanh: 1 - tanh^2: worst error %.4g ulp at x = %a", result[0].worst, (double)result[0].worst_x);
     cr_expect(result[0].worst > SECH2_BOUND_VECTOR, "1 - tanh^2 passes: %.4g ulp", result[0].worst);
+}
+
+/* ---- cpu_tanh/softcap_within_bound: softcap over its common range ----
+ *
+ * The vector kernels take whole vectors wholly below |x / cap| = 1 by the
+ * binary32 polynomials of norms.h (norms_vector.h, softcap_below_one and
+ * sech2_below_one): cap tanh(x / cap), and dx = dy sech^2(x / cap) with
+ * dy = 1, against double, on every 64th fp32 bit pattern of |x| < cap, both
+ * signs, for cap = 30 and 1, under every instruction set (the sweep runs in
+ * order, so a vector's lanes are neighbours; the last vectors below the cap
+ * may take the general path). The bounds are the largest errors measured
+ * over every such x for six caps (optimized/cpu/README.md 8.2.6): the
+ * forward 1.34 ulp, dx 4.39 (sech^2 is 3.85 ulp from the rounded u; the
+ * rounding of u itself adds the rest). Two coarser kernels fail them
+ * (softcap_coarser_is_rejected). */
+#define SOFTCAP_BOUND 1.35
+#define SOFTCAP_DX_BOUND 4.4
+
+typedef void (*softcap_function)(const lacs_cpu_norm_kernels *k, int vjp, const float *x, float *out, int64_t n,
+                                 double cap);
+
+/* softcap (vjp = 0) or its dx with dy = 1 (vjp = 1) by a table's kernel. */
+static void softcap_by_table(const lacs_cpu_norm_kernels *k, int vjp, const float *x, float *out, int64_t n, double cap)
+{
+    float ones[CHUNK];
+    for (int64_t i = 0; i < n; i++)
+        ones[i] = 1.0f;
+    lacs_cpu_norm_block b = {.x = x, .dy = vjp ? ones : NULL, .rows = 1, .dim = n, .param = cap, .out = out};
+    if (vjp)
+        k->softcap_vjp(&b);
+    else
+        k->softcap(&b);
+}
+
+/* Two plausible binary32 kernels a little too coarse: the forward one degree
+ * lower, refitted the same way (relative error of the fit 5.5e-8, 2^-24.1),
+ * and dx with u formed as x times the rounded 1/cap (one more rounding where
+ * sech^2 is sensitive to it) instead of x / cap. */
+static void softcap_coarser(const lacs_cpu_norm_kernels *k, int vjp, const float *x, float *out, int64_t n, double cap)
+{
+    static const float p5[6] = {-0.3333298677943427f,   0.13326408874428114f,    -0.053498707589084378f,
+                                0.020359759264290032f, -0.0062593392001936837f, 0.0010582645928321269f};
+    (void)k;
+    const float c = (float)cap, inverse = 1.0f / c;
+    for (int64_t i = 0; i < n; i++) {
+        if (vjp) {
+            const float u = x[i] * inverse, z = u * u;
+            float q = (float)lacs_sech2_below_one_poly[7];
+            for (int j = 6; j >= 0; j--)
+                q = fmaf(q, z, (float)lacs_sech2_below_one_poly[j]);
+            out[i] = fmaf(-z, q, 1.0f);
+        } else {
+            const float u = x[i] / c, z = u * u;
+            float p = p5[5];
+            for (int j = 4; j >= 0; j--)
+                p = fmaf(p, z, p5[j]);
+            out[i] = fmaf(x[i] * z, p, x[i]);
+        }
+    }
+}
+
+/* The worst error of f over the sweep above, for one cap. */
+static sweep_result softcap_sweep(softcap_function f, const lacs_cpu_norm_kernels *k, int vjp, double cap)
+{
+    sweep_result result = {0, 0};
+    float in[CHUNK], got[CHUNK];
+    const float c = (float)cap;
+    for (int sign = 0; sign <= 1; sign++) {
+        uint32_t bits = 0;
+        while (from_bits(bits) < c) {
+            int64_t n = 0;
+            for (; n < CHUNK && from_bits(bits) < c; bits += 64)
+                in[n++] = sign ? -from_bits(bits) : from_bits(bits);
+            f(k, vjp, in, got, n, cap);
+            for (int64_t i = 0; i < n; i++) {
+                const double u = (double)in[i] / (double)c;
+                const double exact = vjp ? exact_sech2(u) : (double)c * tanh(u);
+                const double error = ulp_error(got[i], exact);
+                if (!(error <= result.worst)) {
+                    result.worst = error;
+                    result.worst_x = in[i];
+                }
+            }
+        }
+    }
+    return result;
+}
+
+Test(cpu_tanh, softcap_within_bound, .timeout = 120)
+{
+    static const double caps[] = {30, 1};
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        for (int vjp = 0; vjp <= 1; vjp++)
+            for (int c = 0; c < 2; c++) {
+                const sweep_result r = softcap_sweep(softcap_by_table, tables[t], vjp, caps[c]);
+                const double bound = vjp ? SOFTCAP_DX_BOUND : SOFTCAP_BOUND;
+                cr_log_info("cpu_tanh: %s softcap%s, cap %g: worst error %.4f ulp at x = %a (bound %.2f)",
+                            tables[t]->isa, vjp ? "_vjp dx" : "", caps[c], r.worst, (double)r.worst_x, bound);
+                cr_expect(r.worst <= bound, "%s softcap%s, cap %g: %.4f ulp at x = %a exceeds %.2f", tables[t]->isa,
+                          vjp ? "_vjp dx" : "", caps[c], r.worst, (double)r.worst_x, bound);
+            }
+    }
+}
+
+Test(cpu_tanh, softcap_coarser_is_rejected, .timeout = 60)
+{
+    for (int vjp = 0; vjp <= 1; vjp++) {
+        const sweep_result r = softcap_sweep(softcap_coarser, NULL, vjp, 30);
+        cr_log_info("cpu_tanh: a coarser softcap%s: worst error %.4g ulp at x = %a",
+                    vjp ? "_vjp dx" : "", r.worst, (double)r.worst_x);
+        cr_expect(r.worst > (vjp ? SOFTCAP_DX_BOUND : SOFTCAP_BOUND), "the coarser softcap%s passes: %.4g ulp",
+                  vjp ? "_vjp dx" : "", r.worst);
+    }
 }
 
 /* ---- cpu_norms_ieee: the ops' IEEE semantics against the reference ----
