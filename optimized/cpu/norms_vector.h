@@ -137,7 +137,7 @@ static inline vfloat tanh_core(vfloat u)
     vfloat n, power; /* n in [0, 28] (NaN only with a NaN p) */
     const vfloat p = exp_reduced_pow2(v_add(capped, capped), &n, &power);
     const vfloat E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
-    return v_copysign(v_div(E, v_add(E, v_set1(2.0f))), u);
+    return v_or_sign(v_div(E, v_add(E, v_set1(2.0f))), u); /* the quotient is >= +0 (or u's NaN) */
 }
 
 /* tanh(u) for every u: u itself below |u| = 2^-12, where tanh(u) = u to
