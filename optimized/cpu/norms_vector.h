@@ -484,22 +484,26 @@ static int weights_tame(const float *weight, int64_t dim, float factor)
     return 1;
 }
 
-/* DyT's VJP over the common vectors of one row of a strip, from column c
- * while they last; returns the column of the first vector that is not
- * common (end if none). Common: dy of magnitude at most 2^40 (not NaN) and
- * every |u| = |alpha x| in [2^-12, 9.5], with the weights times alpha tame
- * and |alpha| >= 2^-30 (checked once per call: then |u| <= 9.5 holds x to
- * |x| <= 2^34, and a NaN or infinite x fails it). tanh_sech2_tame's
- * arithmetic without its selects for the lanes below 2^-12 (here none):
- * the same dx and dweight bits as the fast path's, the dalpha term added by
- * one FMA. Nearly every vector of ordinary data is common (a lane below
- * 2^-12 comes once in some 2^11 for unit x), and this loop runs a quarter
- * fewer instructions than the general one (optimized/cpu/README.md 8.2.6). */
-static inline __attribute__((always_inline)) int64_t dyt_vjp_common_run(const void *xs, const void *dys, int bf16,
-                                                                         int64_t row, int64_t dim, int64_t c,
-                                                                         int64_t end, const float *weight,
-                                                                         vfloat alpha, float *dx_row, float *pw,
-                                                                         float *pb, vfloat *part_param)
+/* The VJPs of DyT and DyISRU over the common vectors of one row of a strip,
+ * from column c while they last; returns the column of the first vector
+ * that is not common (end if none). No masks, no selects, the parameter's
+ * term added by one FMA, the same dx, dweight and dbias bits as the fast
+ * path's (dyt_vjp_lanes, dyisru_vjp_lanes). Nearly every vector of ordinary
+ * data is common, and this loop runs a quarter fewer instructions than the
+ * general one (optimized/cpu/README.md section 6).
+ *   DyT: dy of magnitude at most 2^40 (not NaN) and every |u| = |alpha x| in
+ *   [2^-12, 9.5], with the weights times alpha tame and |alpha| >= 2^-30
+ *   (checked once per call: then |u| <= 9.5 holds x to |x| <= 2^34, and a
+ *   NaN or infinite x fails it): tanh_sech2_tame's arithmetic without its
+ *   selects for the lanes below 2^-12 (here none; such a lane comes once in
+ *   some 2^11 for unit x).
+ *   DyISRU: |x| <= 2^20 and |dy| <= 2^40 (neither NaN), with the weights and
+ *   C tame (checked once per call). */
+static inline __attribute__((always_inline)) int64_t vjp_common_run(vjp_op op, const void *xs, const void *dys,
+                                                                     int bf16, int64_t row, int64_t dim, int64_t c,
+                                                                     int64_t end, const float *weight,
+                                                                     vfloat parameter, float *dx_row, float *pw,
+                                                                     float *pb, vfloat *part_param)
 {
     const int64_t size = bf16 ? 2 : 4;
     vfloat part = *part_param;
@@ -508,50 +512,35 @@ static inline __attribute__((always_inline)) int64_t dyt_vjp_common_run(const vo
         simd_prefetch((const char *)xs + (row + dim + c) * size);
         simd_prefetch((const char *)dys + (row + dim + c) * size);
         const vfloat x = v_load_any(xs, bf16, row + c, SIMD_LANES), g = v_load_any(dys, bf16, row + c, SIMD_LANES);
-        const vfloat u = v_mul(alpha, x), a = v_abs(u);
-        const vmask common = vm_and(vm_le(v_abs(g), v_set1(0x1p40f)),
-                                    vm_and(vm_le(a, v_set1(9.5f)), vm_ge(a, v_set1(0x1p-12f))));
-        if (!vm_all(common))
-            break;
-        vfloat n, power;
-        const vfloat p = exp_reduced_pow2(v_add(a, a), &n, &power);
-        const vfloat E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
-        const vfloat r = v_reciprocal_fine(v_add(E, v_set1(2.0f)));
-        const vfloat s2 = v_mul(v_fma(E, v_set1(4.0f), v_set1(4.0f)), v_mul(r, r)); /* 4 (1 + E) r^2: the same bits */
-        const vfloat gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
-        v_store_first(dx_row + c, v_mul(v_mul(gw, alpha), s2), SIMD_LANES);
-        part = v_fma(v_mul(gw, x), s2, part);
-        v_store_first(pw + c, v_fma(g, v_or_sign(v_mul(E, r), u), v_load_first(pw + c, SIMD_LANES)), SIMD_LANES);
-        v_store_first(pb + c, v_add(g, v_load_first(pb + c, SIMD_LANES)), SIMD_LANES);
-    }
-    *part_param = part;
-    return c;
-}
-
-/* DyISRU's VJP over the common vectors of one row of a strip
- * (dyt_vjp_common_run's scheme): |x| <= 2^20 and |dy| <= 2^40 (neither NaN)
- * in every lane, with the weights and C tame (checked once per call):
- * dyisru_vjp_lanes' fast path without its masks, the same dx, dweight and
- * dbias bits, the dC term added by one FMA. */
-static inline __attribute__((always_inline)) int64_t dyisru_vjp_common_run(const void *xs, const void *dys, int bf16,
-                                                                            int64_t row, int64_t dim, int64_t c,
-                                                                            int64_t end, const float *weight,
-                                                                            vfloat C, float *dx_row, float *pw,
-                                                                            float *pb, vfloat *part_param)
-{
-    const int64_t size = bf16 ? 2 : 4;
-    vfloat part = *part_param;
-    for (; c < end; c += SIMD_LANES) {
-        simd_prefetch((const char *)xs + (row + dim + c) * size);
-        simd_prefetch((const char *)dys + (row + dim + c) * size);
-        const vfloat x = v_load_any(xs, bf16, row + c, SIMD_LANES), g = v_load_any(dys, bf16, row + c, SIMD_LANES);
-        if (!vm_all(vm_and(vm_le(v_abs(x), v_set1(0x1p20f)), vm_le(v_abs(g), v_set1(0x1p40f)))))
-            break;
-        const vfloat r = v_div(v_set1(1.0f), v_sqrt(v_fma(x, x, C)));
-        const vfloat r3 = v_mul(v_mul(r, r), r), gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
-        v_store_first(dx_row + c, v_mul(gw, v_mul(C, r3)), SIMD_LANES);
-        part = v_fma(gw, v_mul(v_mul(v_set1(0.5f), x), r3), part);
-        v_store_first(pw + c, v_fma(g, v_mul(x, r), v_load_first(pw + c, SIMD_LANES)), SIMD_LANES);
+        const vmask tame_g = vm_le(v_abs(g), v_set1(0x1p40f));
+        vfloat dx, f, term_a, term_b; /* f: dweight's factor; the parameter's term term_a term_b */
+        if (op == VJP_DYT) {
+            const vfloat u = v_mul(parameter, x), a = v_abs(u);
+            if (!vm_all(vm_and(tame_g, vm_and(vm_le(a, v_set1(9.5f)), vm_ge(a, v_set1(0x1p-12f))))))
+                break;
+            vfloat n, power;
+            const vfloat p = exp_reduced_pow2(v_add(a, a), &n, &power);
+            const vfloat E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
+            const vfloat r = v_reciprocal_fine(v_add(E, v_set1(2.0f)));
+            const vfloat s2 = v_mul(v_fma(E, v_set1(4.0f), v_set1(4.0f)), v_mul(r, r)); /* 4 (1 + E) r^2 */
+            const vfloat gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
+            dx = v_mul(v_mul(gw, parameter), s2);
+            term_a = v_mul(gw, x);
+            term_b = s2;
+            f = v_or_sign(v_mul(E, r), u);
+        } else {
+            if (!vm_all(vm_and(tame_g, vm_le(v_abs(x), v_set1(0x1p20f)))))
+                break;
+            const vfloat r = v_div(v_set1(1.0f), v_sqrt(v_fma(x, x, parameter)));
+            const vfloat r3 = v_mul(v_mul(r, r), r), gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
+            dx = v_mul(gw, v_mul(parameter, r3));
+            term_a = gw;
+            term_b = v_mul(v_mul(v_set1(0.5f), x), r3);
+            f = v_mul(x, r);
+        }
+        v_store_first(dx_row + c, dx, SIMD_LANES);
+        part = v_fma(term_a, term_b, part);
+        v_store_first(pw + c, v_fma(g, f, v_load_first(pw + c, SIMD_LANES)), SIMD_LANES);
         v_store_first(pb + c, v_add(g, v_load_first(pb + c, SIMD_LANES)), SIMD_LANES);
     }
     *part_param = part;
@@ -616,7 +605,8 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
     k.s = v_set1(k.root);
     k.w_tame = op == VJP_DYT ? weights_tame(b->weight, dim, k.param)
                              : weights_tame(b->weight, dim, 1.0f) && k.param >= 0x1p-30f && k.param <= 0x1p30f;
-    const int dyt_common = op == VJP_DYT && k.w_tame && fabsf(k.param) >= 0x1p-30f; /* dyt_vjp_common_run's */
+    /* vjp_common_run's conditions on the call */
+    const int common = k.w_tame && (op != VJP_DYT || fabsf(k.param) >= 0x1p-30f);
     float *const out = b->out;
     /* with b->stream, a row's dx over the strip goes here (in L1), then out with stream_out */
     float dx_strip[VJP_STRIP] __attribute__((aligned(64)));
@@ -637,12 +627,9 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
                 vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
                 int64_t c = c0;
                 while (c < full_end) {
-                    if (op == VJP_DYT && dyt_common)
-                        c = dyt_vjp_common_run(k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
-                                               dx_row, pw_strip, pb_strip, &part_param);
-                    if (op == VJP_DYISRU && k.w_tame)
-                        c = dyisru_vjp_common_run(k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
-                                                  dx_row, pw_strip, pb_strip, &part_param);
+                    if (common)
+                        c = vjp_common_run(op, k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
+                                           dx_row, pw_strip, pb_strip, &part_param);
                     if (c == full_end)
                         break;
                     simd_prefetch((const char *)k.xs + (row + dim + c) * size);
@@ -770,7 +757,7 @@ static inline __attribute__((always_inline)) void softcap_vjp_vector(const lacs_
 }
 
 /* softcap's VJP over the common vectors from element i while they last
- * (dyt_vjp_common_run's scheme); returns where it stopped (end if at the
+ * (vjp_common_run's scheme); returns where it stopped (end if at the
  * end). Common: |dy| <= 2^40 (not NaN) and every |u| < 1, with cap in
  * [2^-40, 2^30] (checked once: |u| < 1 then holds |x| below 2^30, and a NaN
  * or infinite x fails it): dx = dy sech2_below_one(u), the dcap term the
