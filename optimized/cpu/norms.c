@@ -234,8 +234,14 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
                                             : is_dyt   ? (vjp ? k->dyt_vjp : k->dyt)
                                                        : (vjp ? k->dyisru_vjp : k->dyisru);
     /* Outputs larger than the caches are written with non-temporal stores (no
-     * read of each line before it is written). */
-    const int stream = main_out && (double)rows * (double)dim * sizeof(float) >= LACS_CPU_STREAM_BYTES;
+     * read of each line before it is written), but DyT's VJP: its arithmetic,
+     * the heaviest of the norms', leaves the memory time enough for the reads
+     * for ownership, while its strip's bursts of non-temporal stores held the
+     * core (4096 x 4096, two threads, best of five alternate runs on the Xeon
+     * of optimized/cpu/README.md 8.2.6: avx2 fp32 15.3 -> 12.5 ms, bf16
+     * 12.3 -> 10.9; avx512 bf16 10.5 -> 8.6, fp32 9.7 -> 10.2). */
+    const int stream = main_out && !(is_dyt && vjp) &&
+                       (double)rows * (double)dim * sizeof(float) >= LACS_CPU_STREAM_BYTES;
     elementwise_job job = {
         .kernel = kernel,
         .whole = {.x = lacs_cpu_input(c, "x")->data,
