@@ -752,8 +752,8 @@ Test(cpu_norms_threads, every_output_is_the_same_for_every_thread_count)
  *
  * An output of LACS_CPU_STREAM_BYTES or more is written with non-temporal
  * stores (forward ops and VJPs: through an aligned head, whole aligned
- * vectors, a tail; the VJPs of DyT, DyISRU and softcap through a strip
- * buffer). 1030 rows of 4099 (odd: every row starts at another alignment),
+ * vectors, a tail; the VJPs of DyISRU and softcap through a strip buffer;
+ * DyT's VJP never: norms.c says why, and its comparison holds trivially). 1030 rows of 4099 (odd: every row starts at another alignment),
  * 16.9 MB of fp32 output, every op, both tiers, every instruction set: y or
  * dx bit for bit the same as from calls on 103 rows at a time (1.7 MB: the
  * ordinary stores), whose values depend on nothing else (the inputs are
