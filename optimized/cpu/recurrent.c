@@ -24,7 +24,7 @@ void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
 {
     lacs_cpu_scratch_free(w->states); /* the large one, kept between calls (cpu.h) */
     float *floats[] = {w->Vp_packed, w->kq, w->v, w->G, w->Gr, w->b, w->D, w->A, w->P, w->Tinv,
-                       w->KQd, w->R, w->U, w->Vp, w->Kl, w->KlT, w->KQK};
+                       w->KQd, w->R, w->U, w->Vp, w->Kl, w->KlT, w->KQK, w->KT_packed};
     for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
         free(floats[i]);
     free(w->a16);
@@ -60,6 +60,7 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->Kl = malloc(C * k * sizeof(float));
     w->KlT = malloc(C * k * sizeof(float));
     w->KQK = malloc(2 * C * C * sizeof(float));
+    w->KT_packed = malloc(gemm->packed_b_size(K, LACS_CPU_CHUNK) * sizeof(float));
     /* bf16 operands: a left operand (at most 2C x K, K x C or C x C), K^T [K x C], S [K x V] and a [C x V]
      * right operand, each packed with its k rounded up to even */
     w->a16 = malloc((2 * C * k > C * C ? 2 * C * k : C * C) * sizeof(uint16_t));
@@ -67,8 +68,8 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->s16 = malloc(k_even * v * sizeof(uint16_t));
     w->b16 = malloc(c_even * v * sizeof(uint16_t));
     if (!w->states || !w->Vp_packed || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P ||
-        !w->Tinv || !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->a16 || !w->k16 ||
-        !w->s16 || !w->b16) {
+        !w->Tinv || !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->KT_packed ||
+        !w->a16 || !w->k16 || !w->s16 || !w->b16) {
         lacs_cpu_recurrent_workspace_free(w);
         return LACS_ERR_MEMORY;
     }

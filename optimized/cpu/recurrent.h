@@ -46,7 +46,8 @@ typedef struct {
     float *R;                  /* 2C x V: Kd S, then Qd S + P V' (the outputs) */
     float *U, *Vp;             /* C x V: b v - Kd S, then V' = (I + A)^-1 U */
     float *Kl, *KlT;           /* C x K: exp(G_last - G_j) (.) k_j; its transpose, K x C */
-    float *KQK;                /* 2C x C: [K; Q] K^T */
+    float *KQK;                /* 2C x C: K K^T, then Q K^T */
+    float *KT_packed;          /* k^T [K x C] packed (the GEMM table's pack_b) for K K^T and Q K^T */
     uint16_t *a16, *k16, *s16, *b16; /* bf16 operands: a left operand; K^T, S and a right operand packed */
 } lacs_cpu_recurrent_workspace;
 

@@ -125,20 +125,44 @@ static float step_size(const lacs_cpu_recurrent_op *r, int64_t t, int64_t hv, co
     return -expm1f(-beta * knorm2) / knorm2; /* expm1: no cancellation when beta |k|^2 is small */
 }
 
+/* A chunk's rows of k, q and v: row i of each at k + i ldk, q + i ldq,
+ * v + i ldv. */
+typedef struct {
+    const float *k, *q, *v;
+    int64_t ldk, ldq, ldv;
+} chunk_rows;
+
 /* The chunk's rows, gates and step sizes: tokens t0 .. t0 + n - 1
- * (flattened), value head hv, q/k head hv / (HV / H). */
+ * (flattened), value head hv, q/k head hv / (HV / H). F32 rows are read
+ * where they are, a head's rows H K (HV V) elements apart: copied into the
+ * workspace first, each row was read and written once more, through the L2
+ * (the chunk's arrays are larger than the L1), 9 % of the chunk's time on the
+ * Xeon of README.md section 8.2. BF16 rows are widened into the workspace
+ * (exactly), and so are those of the per-channel decay, whose products
+ * (channel_matrix) read them K apart. */
 static void load_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
-                       int64_t hv)
+                       int64_t hv, chunk_rows *rows)
 {
     const int64_t K = r->K, V = r->V, h = hv / (r->HV / r->H);
-    const int64_t Kg = r->gate == GATE_CHANNEL ? K : 1;
-    float *k = w->kq, *q = w->kq + n * K;
+    const int channel = r->gate == GATE_CHANNEL;
+    const int64_t Kg = channel ? K : 1;
+    const int copy_q = channel || r->q->dtype != LACS_F32, copy_k = channel || r->k->dtype != LACS_F32;
+    const int copy_v = r->v->dtype != LACS_F32;
+    rows->q = copy_q ? w->kq + n * K : (const float *)r->q->data + (t0 * r->H + h) * K;
+    rows->k = copy_k ? w->kq : (const float *)r->k->data + (t0 * r->H + h) * K;
+    rows->v = copy_v ? w->v : (const float *)r->v->data + (t0 * r->HV + hv) * V;
+    rows->ldq = copy_q ? K : r->H * K;
+    rows->ldk = copy_k ? K : r->H * K;
+    rows->ldv = copy_v ? V : r->HV * V;
     for (int64_t i = 0; i < n; i++) {
         const int64_t t = t0 + i;
-        load_row(r->q, (t * r->H + h) * K, K, q + i * K);
-        load_row(r->k, (t * r->H + h) * K, K, k + i * K);
-        load_row(r->v, (t * r->HV + hv) * V, V, w->v + i * V);
-        w->b[i] = step_size(r, t, hv, k + i * K);
+        if (copy_q)
+            load_row(r->q, (t * r->H + h) * K, K, w->kq + (n + i) * K);
+        if (copy_k)
+            load_row(r->k, (t * r->H + h) * K, K, w->kq + i * K);
+        if (copy_v)
+            load_row(r->v, (t * r->HV + hv) * V, V, w->v + i * V);
+        w->b[i] = step_size(r, t, hv, rows->k + i * rows->ldk);
         /* G: inclusive fp32 sums from the chunk's start; Gr: the rows' (exclusive for Comba) */
         for (int64_t c = 0; c < Kg; c++) {
             const float before = i > 0 ? w->G[(i - 1) * Kg + c] : 0.0f;
@@ -271,35 +295,40 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     const int64_t Kg = channel ? K : 1;
     const float scale = (float)r->scale;
     const lacs_cpu_gemm *gemm = r->call->gemm;
-    load_chunk(r, w, t0, n, hv);
+    chunk_rows rows;
+    load_chunk(r, w, t0, n, hv, &rows);
     const float *G = w->G, *Gr = w->Gr, *Glast = w->G + (n - 1) * Kg;
-    const float *k = w->kq, *q = w->kq + n * K;
+    const float *const k = rows.k, *const q = rows.q;
+    const int64_t ldk = rows.ldk, ldq = rows.ldq;
     float *Kd = w->KQd, *Qd = w->KQd + n * K, *KS = w->R;
     float *KK = w->KQK, *QK = w->KQK + n * n;
 #ifdef SIMD_BF16_PRODUCTS
     const int bf16 = r->bf16_products;
     if (bf16) { /* k^T and S are right operands twice each: rounded and packed once */
-        round_rows(n, K, k, K, w->a16);
+        round_rows(n, K, k, ldk, w->a16);
         pack_transposed(n, K, w->a16, w->k16);
         round_pack(K, V, w->S, V, w->s16);
     }
 #endif
 
-    /* the n x n matrices: [K; Q] K^T in one product (lower triangles wanted), then A and P */
+    /* the n x n matrices: K K^T and Q K^T, k^T packed once for both (lower triangles wanted; the linear
+     * family needs Q K^T only), then A and P */
     if (!channel) {
         if (decays)
             decay_matrix(n, G, w->D);
-        const int64_t first = correct ? 0 : n; /* the linear family needs Q K^T only */
 #ifdef SIMD_BF16_PRODUCTS
-        if (bf16)
-            bf16_product(r, w, 2 * n - first, n, K, w->kq + first * K, K, NULL, 0, w->k16, w->KQK + first * n, n,
-                         0.0f, LACS_GEMM_C_LOWER);
-        else
+        if (bf16) {
+            if (correct)
+                bf16_product(r, w, n, n, K, k, ldk, NULL, 0, w->k16, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+            bf16_product(r, w, n, n, K, q, ldq, NULL, 0, w->k16, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+        } else
 #endif
         {
-            simd_transpose(n, K, k, K, w->KlT, n); /* k^T, [K x n]: this product's B, then Kl^T's rows */
-            gemm->sgemm_general(2 * n - first, n, K, w->kq + first * K, K, w->KlT, n, w->KQK + first * n, n, 0.0f,
-                                LACS_GEMM_C_LOWER);
+            simd_transpose(n, K, k, ldk, w->KlT, n); /* k^T, [K x n]: these products' B, then Kl^T's rows */
+            gemm->pack_b(K, n, w->KlT, n, 0, w->KT_packed);
+            if (correct)
+                gemm->sgemm_packed(n, n, K, k, ldk, w->KT_packed, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+            gemm->sgemm_packed(n, n, K, q, ldq, w->KT_packed, QK, n, 0.0f, LACS_GEMM_C_LOWER);
         }
         /* whole rows, each element formed in registers and stored once, 0 past the triangle (selected: what
          * the product left above its diagonal is never used): a row built in place in three passes of
@@ -353,15 +382,15 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         }
         if (channel) {
             exp_row(K, Gr + i * K, Kd + i * K);
-            multiply_rows(K, Kd + i * K, k + i * K, Kd + i * K);
+            multiply_rows(K, Kd + i * K, k + i * ldk, Kd + i * K);
             scale_row(K, w->b[i], Kd + i * K, Kd + i * K);
             exp_row(K, G + i * K, Qd + i * K);
-            multiply_rows(K, Qd + i * K, q + i * K, Qd + i * K);
+            multiply_rows(K, Qd + i * K, q + i * ldq, Qd + i * K);
             scale_row(K, scale, Qd + i * K, Qd + i * K);
         } else {
             const float row_decay = decays ? k_decays[i] : 1.0f, q_decay = decays ? q_decays[i] : 1.0f;
-            scale_row(K, w->b[i] * row_decay, k + i * K, Kd + i * K);
-            scale_row(K, scale * q_decay, q + i * K, Qd + i * K);
+            scale_row(K, w->b[i] * row_decay, k + i * ldk, Kd + i * K);
+            scale_row(K, scale * q_decay, q + i * ldq, Qd + i * K);
         }
     }
     /* R = Kd S (not for the linear family), O = Qd S: S packed once for both (as one product of 2n rows
@@ -384,19 +413,21 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     }
 
     /* V' = (I + A)^{-1} (b (.) v - Kd S); v itself for the linear family */
-    const float *vnew = w->v;
+    const float *vnew = rows.v; /* V' */
+    int64_t ld_vnew = rows.ldv;
     if (correct) {
         unit_lower_inverse(n, w->A, w->Tinv);
         /* the workspace's pointers in locals: a store through a float pointer may alias *w, so w->U and w->v
          * were read again after each vector's store, each read waiting on that store (6 % of this function's
          * time) */
         float *const U = w->U;
-        const float *const v_rows = w->v, *const b = w->b;
+        const float *const v_rows = rows.v, *const b = w->b;
+        const int64_t ldv = rows.ldv;
         for (int64_t i = 0; i < n; i++) {
             const vfloat bi = v_set1(b[i]);
             for (int64_t c = 0; c < V; c += SIMD_LANES)
                 v_store_first(U + i * V + c,
-                              v_fms(bi, v_load_first(v_rows + i * V + c, V - c), v_load_first(KS + i * V + c, V - c)),
+                              v_fms(bi, v_load_first(v_rows + i * ldv + c, V - c), v_load_first(KS + i * V + c, V - c)),
                               V - c);
         }
 #ifdef SIMD_BF16_PRODUCTS
@@ -406,18 +437,19 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 #endif
             gemm->sgemm_general(n, V, n, w->Tinv, n, w->U, V, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER);
         vnew = w->Vp;
+        ld_vnew = V;
     }
 
     /* O += P V'; V' packed once for this product and the state's */
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) {
-        round_pack(n, V, vnew, V, w->b16);
+        round_pack(n, V, vnew, ld_vnew, w->b16);
         round_rows(n, n, w->P, n, w->a16);
         gemm->bgemm_general(n, V, n, w->a16, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
     } else
 #endif
     {
-        gemm->pack_b(n, V, vnew, V, 0, w->Vp_packed);
+        gemm->pack_b(n, V, vnew, ld_vnew, 0, w->Vp_packed);
         gemm->sgemm_packed(n, V, n, w->P, n, w->Vp_packed, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
     }
     if (r->postnorm)
@@ -449,9 +481,9 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
                     v_store_first(kl + c,
                                   v_exp(v_sub(v_load_first(Glast + c, K - c), v_load_first(G + j * K + c, K - c))),
                                   K - c);
-                multiply_rows(K, kl, k + j * K, kl);
+                multiply_rows(K, kl, k + j * ldk, kl);
             } else
-                scale_row(K, d[j], k + j * K, kl);
+                scale_row(K, d[j], k + j * ldk, kl);
         }
         simd_transpose(n, K, w->Kl, K, w->KlT, n);
     }
