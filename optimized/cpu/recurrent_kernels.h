@@ -109,8 +109,9 @@ static inline float gate_at(const lacs_cpu_recurrent_op *r, int64_t t, int64_t h
     return 0.0f;
 }
 
-/* b_t: beta, or EFLA's c = (1 - exp(-beta |k|^2)) / |k|^2 (E5), beta in the limit |k| -> 0. */
-static float step_size(const lacs_cpu_recurrent_op *r, int64_t t, int64_t hv, const float *k_row)
+/* b_t: beta, or EFLA's c = (1 - exp(-beta |k|^2)) / |k|^2 (E5), beta in the limit |k| -> 0; k's row
+ * from element k_offset of the tensor. */
+static float step_size(const lacs_cpu_recurrent_op *r, int64_t t, int64_t hv, int64_t k_offset)
 {
     if (r->step == STEP_NONE)
         return 1.0f;
@@ -118,57 +119,81 @@ static float step_size(const lacs_cpu_recurrent_op *r, int64_t t, int64_t hv, co
     if (r->step == STEP_BETA)
         return beta;
     float knorm2 = 0.0f;
-    for (int64_t c = 0; c < r->K; c++)
-        knorm2 += k_row[c] * k_row[c];
+    for (int64_t c = 0; c < r->K; c++) {
+        const float x = lacs_cpu_tensor_at(r->k, k_offset + c);
+        knorm2 += x * x;
+    }
     if (knorm2 == 0.0f)
         return beta;
     return -expm1f(-beta * knorm2) / knorm2; /* expm1: no cancellation when beta |k|^2 is small */
 }
 
 /* A chunk's rows of k, q and v: row i of each at k + i ldk, q + i ldq,
- * v + i ldv. */
+ * v + i ldv; v NULL: read from the BF16 tensor where the rows are used. */
 typedef struct {
     const float *k, *q, *v;
     int64_t ldk, ldq, ldv;
 } chunk_rows;
 
-/* The chunk's rows, gates and step sizes: tokens t0 .. t0 + n - 1
- * (flattened), value head hv, q/k head hv / (HV / H). F32 rows are read
- * where they are, a head's rows H K (HV V) elements apart: copied into the
- * workspace first, each row was read and written once more, through the L2
- * (the chunk's arrays are larger than the L1), 9 % of the chunk's time on the
- * Xeon of README.md section 8.2. BF16 rows are widened into the workspace
- * (exactly), and so are those of the per-channel decay, whose products
- * (channel_matrix) read them K apart. */
+/* The chunk's gates and step sizes, tokens t0 .. t0 + n - 1 (flattened),
+ * value head hv, q/k head hv / (HV / H), and where its rows are. F32 rows
+ * are read where they are, a head's rows H K (HV V) elements apart: copied
+ * into the workspace first, each row was read and written once more, through
+ * the L2 (the chunk's arrays are larger than the L1), 9 % of the chunk's time
+ * on the Xeon of README.md section 8.2. BF16 rows of k and q are widened into
+ * the workspace (exactly) where [Kd; Qd] are formed from them, in the same
+ * pass (recurrent_chunk); BF16 rows of v are widened where U reads them, or
+ * here for the linear family (V' = v, packed from fp32 rows). The per-channel
+ * decay's rows of k and q are copied here: its products (channel_matrix)
+ * read them K apart. */
 static void load_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
                        int64_t hv, chunk_rows *rows)
 {
     const int64_t K = r->K, V = r->V, h = hv / (r->HV / r->H);
     const int channel = r->gate == GATE_CHANNEL;
     const int64_t Kg = channel ? K : 1;
-    const int copy_q = channel || r->q->dtype != LACS_F32, copy_k = channel || r->k->dtype != LACS_F32;
-    const int copy_v = r->v->dtype != LACS_F32;
-    rows->q = copy_q ? w->kq + n * K : (const float *)r->q->data + (t0 * r->H + h) * K;
-    rows->k = copy_k ? w->kq : (const float *)r->k->data + (t0 * r->H + h) * K;
-    rows->v = copy_v ? w->v : (const float *)r->v->data + (t0 * r->HV + hv) * V;
-    rows->ldq = copy_q ? K : r->H * K;
-    rows->ldk = copy_k ? K : r->H * K;
-    rows->ldv = copy_v ? V : r->HV * V;
+    const int q_here = r->q->dtype == LACS_F32 && !channel, k_here = r->k->dtype == LACS_F32 && !channel;
+    const int v_here = r->v->dtype == LACS_F32, copy_v = !v_here && r->step == STEP_NONE;
+    rows->q = q_here ? (const float *)r->q->data + (t0 * r->H + h) * K : w->kq + n * K;
+    rows->k = k_here ? (const float *)r->k->data + (t0 * r->H + h) * K : w->kq;
+    rows->v = v_here ? (const float *)r->v->data + (t0 * r->HV + hv) * V : copy_v ? w->v : NULL;
+    rows->ldq = q_here ? r->H * K : K;
+    rows->ldk = k_here ? r->H * K : K;
+    rows->ldv = v_here ? r->HV * V : V;
     for (int64_t i = 0; i < n; i++) {
         const int64_t t = t0 + i;
-        if (copy_q)
+        if (channel) {
             load_row(r->q, (t * r->H + h) * K, K, w->kq + (n + i) * K);
-        if (copy_k)
             load_row(r->k, (t * r->H + h) * K, K, w->kq + i * K);
+        }
         if (copy_v)
             load_row(r->v, (t * r->HV + hv) * V, V, w->v + i * V);
-        w->b[i] = step_size(r, t, hv, rows->k + i * rows->ldk);
+        w->b[i] = step_size(r, t, hv, (t * r->H + h) * K);
         /* G: inclusive fp32 sums from the chunk's start; Gr: the rows' (exclusive for Comba) */
         for (int64_t c = 0; c < Kg; c++) {
             const float before = i > 0 ? w->G[(i - 1) * Kg + c] : 0.0f;
             w->G[i * Kg + c] = before + gate_at(r, t, hv, c);
             w->Gr[i * Kg + c] = r->comba ? before : w->G[i * Kg + c];
         }
+    }
+}
+
+/* y = a x for a row of a tensor (elements offset .. offset + n - 1), and the
+ * row itself widened to fp32 into x_out (BF16), or y = a x for fp32 x. */
+static inline void scale_tensor_row(int64_t n, float a, const lacs_tensor *t, int64_t offset, const float *x,
+                                    float *x_out, float *y)
+{
+    const vfloat av = v_set1(a);
+    if (x) {
+        for (int64_t i = 0; i < n; i += SIMD_LANES)
+            v_store_first(y + i, v_mul(av, v_load_first(x + i, n - i)), n - i);
+        return;
+    }
+    const int bf16 = t->dtype == LACS_BF16;
+    for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        const vfloat xi = v_load_any(t->data, bf16, offset + i, n - i);
+        v_store_first(x_out + i, xi, n - i);
+        v_store_first(y + i, v_mul(av, xi), n - i);
     }
 }
 
@@ -304,6 +329,47 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     float *KK = w->KQK, *QK = w->KQK + n * n;
 #ifdef SIMD_BF16_PRODUCTS
     const int bf16 = r->bf16_products;
+#endif
+
+    /* [Kd; Qd]: b_i exp(Gr_i) (.) k_i and scale exp(G_i) (.) q_i (exp per channel, or one per row), the rows'
+     * first reader (BF16 rows widened into the workspace in the same pass). A scalar decay's exps of the rows
+     * first, a vector at a time, into D (free until decay_matrix below): one exp per call, its argument
+     * stored then read back as a vector, waited on a store that cannot be forwarded (a masked load of a
+     * 4-byte store), 12 % of this function's time on the Xeon of README.md section 8.2.1 */
+    float *const k_decays = w->D, *const q_decays = w->D + n;
+    float state_decay = 1.0f; /* exp(G_last), scalar decay */
+    if (!channel && decays) {
+        exp_row(n, Gr, k_decays);
+        exp_row(n, G, q_decays);
+        state_decay = q_decays[n - 1];
+    }
+    const int64_t h = hv / (r->HV / r->H);
+    for (int64_t i = 0; i < n; i++) {
+        /* the next chunk's row i, fetched while this one is computed (a row at a time, among other work): a
+         * head's rows are H K or HV V elements apart, a stride the hardware prefetchers do not follow */
+        if (i < ahead->n) {
+            const int64_t t = ahead->t0 + i, h_ahead = ahead->hv / (r->HV / r->H);
+            prefetch_row(r->q, (t * r->H + h_ahead) * K, K);
+            prefetch_row(r->k, (t * r->H + h_ahead) * K, K);
+            prefetch_row(r->v, (t * r->HV + ahead->hv) * V, V);
+        }
+        if (channel) {
+            exp_row(K, Gr + i * K, Kd + i * K);
+            multiply_rows(K, Kd + i * K, k + i * ldk, Kd + i * K);
+            scale_row(K, w->b[i], Kd + i * K, Kd + i * K);
+            exp_row(K, G + i * K, Qd + i * K);
+            multiply_rows(K, Qd + i * K, q + i * ldq, Qd + i * K);
+            scale_row(K, scale, Qd + i * K, Qd + i * K);
+        } else {
+            const float row_decay = decays ? k_decays[i] : 1.0f, q_decay = decays ? q_decays[i] : 1.0f;
+            const int64_t row = ((t0 + i) * r->H + h) * K;
+            scale_tensor_row(K, w->b[i] * row_decay, r->k, row, k == w->kq ? NULL : k + i * ldk, w->kq + i * K,
+                             Kd + i * K);
+            scale_tensor_row(K, scale * q_decay, r->q, row, q == w->kq + n * K ? NULL : q + i * ldq,
+                             w->kq + (n + i) * K, Qd + i * K);
+        }
+    }
+#ifdef SIMD_BF16_PRODUCTS
     if (bf16) { /* k^T and S are right operands twice each: rounded and packed once */
         round_rows(n, K, k, ldk, w->a16);
         pack_transposed(n, K, w->a16, w->k16);
@@ -362,37 +428,6 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         channel_matrix(n, K, q, k, G, G, NULL, scale, 0, w->P, NULL);
     }
 
-    /* [Kd; Qd]: b_i exp(Gr_i) (.) k_i and scale exp(G_i) (.) q_i (exp per channel, or one per row). A scalar
-     * decay's exps of the rows first, a vector at a time, into D (free by now): one exp per call, its argument
-     * stored then read back as a vector, waited on a store that cannot be forwarded (a masked load of a
-     * 4-byte store), 12 % of this function's time on the Xeon of README.md section 8.2.1 */
-    float *const k_decays = w->D, *const q_decays = w->D + n;
-    if (!channel && decays) {
-        exp_row(n, Gr, k_decays);
-        exp_row(n, G, q_decays);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        /* the next chunk's row i, fetched while this one is computed (a row at a time, among other work): a
-         * head's rows are H K or HV V elements apart, a stride the hardware prefetchers do not follow */
-        if (i < ahead->n) {
-            const int64_t t = ahead->t0 + i, h = ahead->hv / (r->HV / r->H);
-            prefetch_row(r->q, (t * r->H + h) * K, K);
-            prefetch_row(r->k, (t * r->H + h) * K, K);
-            prefetch_row(r->v, (t * r->HV + ahead->hv) * V, V);
-        }
-        if (channel) {
-            exp_row(K, Gr + i * K, Kd + i * K);
-            multiply_rows(K, Kd + i * K, k + i * ldk, Kd + i * K);
-            scale_row(K, w->b[i], Kd + i * K, Kd + i * K);
-            exp_row(K, G + i * K, Qd + i * K);
-            multiply_rows(K, Qd + i * K, q + i * ldq, Qd + i * K);
-            scale_row(K, scale, Qd + i * K, Qd + i * K);
-        } else {
-            const float row_decay = decays ? k_decays[i] : 1.0f, q_decay = decays ? q_decays[i] : 1.0f;
-            scale_row(K, w->b[i] * row_decay, k + i * ldk, Kd + i * K);
-            scale_row(K, scale * q_decay, q + i * ldq, Qd + i * K);
-        }
-    }
     /* R = Kd S (not for the linear family), O = Qd S: S packed once for both (as one product of 2n rows
      * would); O straight into the op's o, this head's rows (HV V apart), where P V' adds to it: no copy of
      * the outputs after, whose stores stalled on their cache misses (9-12 % of the chunk's time; README.md
@@ -421,14 +456,16 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
          * were read again after each vector's store, each read waiting on that store (6 % of this function's
          * time) */
         float *const U = w->U;
-        const float *const v_rows = rows.v, *const b = w->b;
+        const float *const v_rows = rows.v, *const b = w->b; /* v_rows NULL: BF16 v, widened here */
         const int64_t ldv = rows.ldv;
         for (int64_t i = 0; i < n; i++) {
             const vfloat bi = v_set1(b[i]);
-            for (int64_t c = 0; c < V; c += SIMD_LANES)
-                v_store_first(U + i * V + c,
-                              v_fms(bi, v_load_first(v_rows + i * ldv + c, V - c), v_load_first(KS + i * V + c, V - c)),
-                              V - c);
+            const int64_t row = ((t0 + i) * r->HV + hv) * V;
+            for (int64_t c = 0; c < V; c += SIMD_LANES) {
+                const vfloat vi = v_rows ? v_load_first(v_rows + i * ldv + c, V - c)
+                                         : v_load_any(r->v->data, 1, row + c, V - c);
+                v_store_first(U + i * V + c, v_fms(bi, vi, v_load_first(KS + i * V + c, V - c)), V - c);
+            }
         }
 #ifdef SIMD_BF16_PRODUCTS
         if (bf16)
@@ -457,14 +494,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             postnorm_row(r, O + i * ldo);
 
     /* S = exp(G_last) (.) S + Kl^T V', Kl_j = exp(G_last - G_j) (.) k_j: Kl^T [K x n] formed from k^T */
-    float state_decay = 1.0f;
     float *d = w->b; /* free by now: exp(G_last - G_j), scalar decay */
     if (!channel) {
         for (int64_t j = 0; j < n; j++)
             d[j] = decays ? Glast[0] - G[j] : 0.0f;
         exp_row(n, d, d);
-        if (decays)
-            state_decay = q_decays[n - 1]; /* exp(G_last) */
     }
 #ifdef SIMD_BF16_PRODUCTS
     if (!bf16 && !channel) {
@@ -643,7 +677,7 @@ static void recurrent_token(const lacs_cpu_recurrent_op *r, float *scratch, int6
     load_row(r->q, (t * r->H + h) * K, K, q);
     load_row(r->k, (t * r->H + h) * K, K, k);
     load_row(r->v, (t * r->HV + hv) * V, V, v);
-    const float b = step_size(r, t, hv, k);
+    const float b = step_size(r, t, hv, (t * r->H + h) * K);
     if (r->gate == GATE_CHANNEL) {
         for (int64_t c = 0; c < K; c++)
             e[c] = gate_at(r, t, hv, c);
