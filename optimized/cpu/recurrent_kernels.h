@@ -391,10 +391,15 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 #endif
         {
             simd_transpose(n, K, k, ldk, w->KlT, n); /* k^T, [K x n]: these products' B, then Kl^T's rows */
-            gemm->pack_b(K, n, w->KlT, n, 0, w->KT_packed);
+            /* with n = nr (avx512's whole chunks) k^T row-major is the packed layout itself (cpu.h) */
+            const float *kt_packed = w->KlT;
+            if (n != gemm->nr) {
+                gemm->pack_b(K, n, w->KlT, n, 0, w->KT_packed);
+                kt_packed = w->KT_packed;
+            }
             if (correct)
-                gemm->sgemm_packed(n, n, K, k, ldk, w->KT_packed, KK, n, 0.0f, LACS_GEMM_C_LOWER);
-            gemm->sgemm_packed(n, n, K, q, ldq, w->KT_packed, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+                gemm->sgemm_packed(n, n, K, k, ldk, kt_packed, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+            gemm->sgemm_packed(n, n, K, q, ldq, kt_packed, QK, n, 0.0f, LACS_GEMM_C_LOWER);
         }
         /* whole rows, each element formed in registers and stored once, 0 past the triangle (selected: what
          * the product left above its diagonal is never used): a row built in place in three passes of
