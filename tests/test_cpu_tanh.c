@@ -748,6 +748,37 @@ Test(cpu_norms_threads, every_output_is_the_same_for_every_thread_count)
     cr_log_info("cpu_norms_threads: %d comparisons", compared);
 }
 
+/* ---- cpu_norms_isa: the binary32 projection, the same bits everywhere ----
+ *
+ * rmsnorm_vjp's and l2norm_vjp's projection (norms.h's project) is binary32
+ * with its FMAs written out, and dweight's sums binary32 within a block:
+ * every instruction set must give the same dx and dweight bit for bit
+ * (700 x 97, both tiers; the scalar kernels against each vector set). */
+Test(cpu_norms_isa, the_binary32_projection_is_the_same_on_every_instruction_set)
+{
+    static const char *const ops[] = {"rmsnorm_vjp", "l2norm_vjp"};
+    enum { CAPACITY = 2 * THREAD_N + 2 * THREAD_DIM + 1 };
+    static float scalar[CAPACITY], other[CAPACITY];
+    int compared = 0;
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+        for (int bf16 = 0; bf16 <= 1; bf16++) {
+            memset(scalar, 0, sizeof scalar);
+            run_with_threads(ops[o], "scalar", bf16, 1, scalar);
+            for (int t = 0; t < N_TABLES; t++) {
+                if (!runnable(tables[t]) || !strcmp(tables[t]->isa, "scalar"))
+                    continue;
+                memset(other, 0, sizeof other);
+                run_with_threads(ops[o], tables[t]->isa, bf16, 1, other);
+                cr_expect(memcmp(scalar, other, sizeof scalar) == 0, "%s (%s): %s differs from scalar", ops[o],
+                          bf16 ? "bf16" : "fp32", tables[t]->isa);
+                compared++;
+            }
+        }
+    cr_log_info("cpu_norms_isa: %d comparisons", compared);
+    if (compared == 0)
+        cr_skip_test("no vector instruction set to compare with on this machine");
+}
+
 /* ---- cpu_norms_stream: the non-temporal stores change no result ----
  *
  * An output of LACS_CPU_STREAM_BYTES or more is written with non-temporal

@@ -184,6 +184,25 @@ static int reduce_columns(const double *sums, int64_t n_blocks, int64_t dim, flo
     return 0;
 }
 
+/* The same for binary32 sums of the blocks (rmsnorm_vjp's), summed in double. */
+static int reduce_float_columns(const float *sums, int64_t n_blocks, int64_t dim, float *out)
+{
+    double *total = malloc((size_t)(dim > 0 ? dim : 1) * sizeof *total);
+    if (!total)
+        return -1;
+    for (int64_t col = 0; col < dim; col++)
+        total[col] = 0;
+    for (int64_t block = 0; block < n_blocks; block++) {
+        const float *row = sums + block * dim;
+        for (int64_t col = 0; col < dim; col++)
+            total[col] += row[col];
+    }
+    for (int64_t col = 0; col < dim; col++)
+        out[col] = (float)total[col];
+    free(total);
+    return 0;
+}
+
 static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *k, int64_t rows, int64_t dim)
 {
     const char *op = c->op;
@@ -298,7 +317,9 @@ typedef struct {
     int max_eps; /* l2norm's convention: 1 for max(||x||, eps), 0 for sqrt(sum x^2 + eps) */
     const float *weight, *ones;
     float *out;
-    double *column_sums; /* rmsnorm_vjp's dweight: [n_blocks][dim] or NULL */
+    float *column_sums; /* rmsnorm_vjp's dweight: [n_blocks][dim] binary32 sums over a block's rows, or NULL */
+    float max_abs_weight; /* the largest |weight| (1 without) */
+    int weight_of_8_bits; /* every weight has at most 8 significant bits (bf16, or none): see exact_products */
     row_blocks blocks;
     int stream; /* out larger than the caches: written with non-temporal stores */
 } row_job;
@@ -331,20 +352,52 @@ static void rmsnorm_row(const row_job *job, const void *x, float *y)
  * written (g - x along) / rms, along = (y . g) / (d rms), y . g =
  * (sum x weight dy) / rms. A zero row with eps = 0: dx = 0 and no dweight
  * term (SPEC.md 4.14). */
-static void rmsnorm_vjp_row(const row_job *job, const void *x, const void *dy, float *dx, double *column_sums)
+/* Whether a VJP row's projection (norms.h) may run in binary32: every
+ * intermediate of dx_i = (weight_i dy_i - x_i along) inv and of the dweight
+ * term dy_i (x_i inv) within 2^-100 .. 2^100 (bounded by |x_i| <= sqrt(sum of
+ * squares), |dy_i| <= max_abs_dy, |weight_i| <= max_abs_weight), so that no
+ * intermediate overflows binary32 or loses its precision where the double
+ * form would keep it; NaN anywhere fails every test. Rows of subnormals with
+ * eps = 0 (inv beyond binary32), of huge values, of NaN or inf take the
+ * double form (cpu_norms_ieee). */
+static int project_in_binary32(const row_job *job, double sum_sq, double along, double inv, float max_abs_dy)
+{
+    const double big = 0x1p100, small = 0x1p-100;
+    const double x_max = sqrt(sum_sq), a = fabs(along), g = max_abs_dy, wg = (double)job->max_abs_weight * g;
+    return inv >= small && inv <= big && a <= big && wg <= big && wg * inv <= big && x_max * a <= big &&
+           x_max * a * inv <= big && x_max * inv <= big && g * x_max * inv <= big;
+}
+
+/* A VJP row's first pass (norms.h's squares_and_weighted_dot): the products in binary32 where they are exact
+ * (bf16 rows, weights of 8 bits). A product that underflows binary32 is rounded there by at most 2^-149 (times
+ * |dy| for a triple product); the row is summed again in double unless that stays below 2^-89 of the sums'
+ * scale: a sum of squares within 2^-60 .. 2^100, |dot| <= 2^100 (an overflow gives inf), |dy| <= 2^60. */
+static void row_sums(const row_job *job, const void *x, const void *dy, const float *weight, double *sum_sq,
+                     double *dot, float *max_abs_dy)
+{
+    const int exact = job->bf16 && job->weight_of_8_bits;
+    job->k->squares_and_weighted_dot(x, dy, job->bf16, weight, job->dim, exact, sum_sq, dot, max_abs_dy);
+    if (exact && !(*sum_sq >= 0x1p-60 && *sum_sq <= 0x1p100 && fabs(*dot) <= 0x1p100 && *max_abs_dy <= 0x1p60))
+        job->k->squares_and_weighted_dot(x, dy, job->bf16, weight, job->dim, 0, sum_sq, dot, max_abs_dy);
+}
+
+static void rmsnorm_vjp_row(const row_job *job, const void *x, const void *dy, float *dx, float *column_sums)
 {
     const int64_t dim = job->dim;
     double sum_sq, dot;
-    job->k->squares_and_weighted_dot(x, dy, job->bf16, job->weight, dim, &sum_sq, &dot);
+    float max_abs_dy;
+    row_sums(job, x, dy, job->weight, &sum_sq, &dot, &max_abs_dy);
     const double rms = sqrt(sum_sq / (double)dim + job->eps);
     if (rms == 0) {
         fill(dx, dim, 0.0f);
         return;
     }
     const double inv = 1 / rms;
-    const double y_dot_g = dot * inv;
-    job->k->project(x, dy, job->bf16, dim, job->weight, y_dot_g * inv / (double)dim, inv, dx, column_sums,
-                    job->stream);
+    const double y_dot_g = dot * inv, along = y_dot_g * inv / (double)dim;
+    if (project_in_binary32(job, sum_sq, along, inv, max_abs_dy))
+        job->k->project(x, dy, job->bf16, dim, job->weight, along, inv, dx, column_sums, job->stream);
+    else
+        job->k->project_double(x, dy, job->bf16, dim, job->weight, along, inv, dx, column_sums, job->stream);
 }
 
 /* SPEC.md 3: y = x / sqrt(sum x^2 + eps) or x / max(||x||, eps); a NaN in the
@@ -372,7 +425,8 @@ static void l2norm_vjp_row(const row_job *job, const void *x, const void *dy, fl
 {
     const int64_t dim = job->dim;
     double sum_sq, x_dot_dy;
-    job->k->squares_and_weighted_dot(x, dy, job->bf16, job->ones, dim, &sum_sq, &x_dot_dy);
+    float max_abs_dy;
+    row_sums(job, x, dy, job->ones, &sum_sq, &x_dot_dy, &max_abs_dy);
     double along = 0, denom = 0;
     if (!job->max_eps) {
         const double n2 = sum_sq + job->eps;
@@ -393,8 +447,10 @@ static void l2norm_vjp_row(const row_job *job, const void *x, const void *dy, fl
         denom = along = NAN;
     if (isnan(denom))
         fill(dx, dim, (float)denom);
-    else if (denom > 0)
+    else if (denom > 0 && project_in_binary32(job, sum_sq, along, 1 / denom, max_abs_dy))
         job->k->project(x, dy, job->bf16, dim, job->ones, along, 1 / denom, dx, NULL, job->stream);
+    else if (denom > 0)
+        job->k->project_double(x, dy, job->bf16, dim, job->ones, along, 1 / denom, dx, NULL, job->stream);
     else
         fill(dx, dim, 0.0f);
 }
@@ -406,7 +462,7 @@ static void run_row_block(void *context, int64_t item, int thread)
     const int64_t dim = job->dim;
     int64_t first;
     const int64_t count = block_rows(&job->blocks, item, &first);
-    double *column_sums = job->column_sums ? job->column_sums + item * dim : NULL;
+    float *column_sums = job->column_sums ? job->column_sums + item * dim : NULL;
     for (int64_t r = first; r < first + count; r++) {
         const void *x = row_pointer(job->x, job->bf16, r * dim), *dy = row_pointer(job->dy, job->bf16, r * dim);
         float *out = job->out + r * dim;
@@ -427,6 +483,30 @@ static void run_row_block(void *context, int64_t item, int thread)
     }
 }
 
+/* Whether every v_i has at most 8 significant bits (a bf16 value): its low 16 bits zero. */
+static int of_8_bits(const float *v, int64_t n)
+{
+    for (int64_t i = 0; v && i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        if (bits & 0xffffu)
+            return 0;
+    }
+    return v != NULL;
+}
+
+/* max |v_i| (NaN if one is NaN); 0 for a NULL v. */
+static float largest_magnitude(const float *v, int64_t n)
+{
+    float largest = 0.0f;
+    for (int64_t i = 0; v && i < n; i++) {
+        if (isnan(v[i]))
+            return v[i];
+        largest = fabsf(v[i]) > largest ? fabsf(v[i]) : largest;
+    }
+    return largest;
+}
+
 static int run_rows(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *k, int64_t rows, int64_t dim)
 {
     const char *op = c->op;
@@ -445,9 +525,9 @@ static int run_rows(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *k, int6
     float *weight = column_values(c, "weight", dim, 1.0f, &oom);
     float *ones = constant_columns(dim, 1.0f, &oom);
     float *scratch = out ? NULL : lacs_cpu_scratch_alloc((size_t)(rows * dim > 0 ? rows * dim : 1) * sizeof(float));
-    double *column_sums =
+    float *column_sums =
         dweight ? lacs_cpu_scratch_calloc((size_t)(blocks.n_blocks > 0 ? blocks.n_blocks : 1) * (size_t)dim *
-                                          sizeof(double))
+                                          sizeof(float))
                 : NULL;
     if (oom || (!out && !scratch) || (dweight && !column_sums)) {
         rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory");
@@ -466,11 +546,13 @@ static int run_rows(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *k, int6
         .ones = ones,
         .out = out ? out->data : scratch,
         .column_sums = column_sums,
+        .max_abs_weight = largest_magnitude(weight, dim),
+        .weight_of_8_bits = of_8_bits(weight, dim),
         .blocks = blocks,
         .stream = out && (double)rows * (double)dim * sizeof(float) >= LACS_CPU_STREAM_BYTES,
     };
     lacs_cpu_parallel_for(c->threads, blocks.n_blocks, run_row_block, &job);
-    if (dweight && reduce_columns(column_sums, blocks.n_blocks, dim, dweight->data) != 0)
+    if (dweight && reduce_float_columns(column_sums, blocks.n_blocks, dim, dweight->data) != 0)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory");
 done:
     lacs_cpu_scratch_free(weight);

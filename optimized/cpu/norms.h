@@ -70,17 +70,33 @@ typedef struct {
      * double: x, dy fp32 or bf16 (bf16 set), n elements, weight [n] fp32. */
     double (*sum_of_squares)(const void *x, int bf16, int64_t n);
     /* sum_of_squares and sum_i x_i weight_i dy_i in one pass over the row: a VJP's first pass reads x and dy
-     * from memory together (rmsnorm_vjp and l2norm_vjp: two passes over a row, not three). */
+     * from memory together (rmsnorm_vjp and l2norm_vjp: two passes over a row, not three); and max_i |dy_i|.
+     * exact_products (bf16 rows, every weight of at most 8 significant bits): x_i^2 and x_i weight_i dy_i
+     * formed in binary32, where they are exact (16 and 24 bits) unless they underflow, then summed in double
+     * as before: the same sums, without converting three operands to double (norms.c checks the range and
+     * takes the double form where a product could have underflowed). */
     void (*squares_and_weighted_dot)(const void *x, const void *dy, int bf16, const float *weight, int64_t n,
-                                     double *sum_of_squares, double *weighted_dot);
+                                     int exact_products, double *sum_of_squares, double *weighted_dot,
+                                     float *max_abs_dy);
     /* y_i = weight_i (x_i inv), rounded once to fp32; stream: y may be written
      * with non-temporal stores (fenced before the call returns). */
     void (*scale)(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream);
-    /* dx_i = (weight_i dy_i - x_i along) inv, rounded once to fp32; when
-     * sum_dy_y is not NULL, sum_dy_y[i] += dy_i (x_i inv) (rmsnorm's dweight);
-     * stream as for scale. */
+    /* dx_i = (weight_i dy_i - x_i along) inv in binary32, as fp32
+     * implementations compute it (fla's, PyTorch's): along and inv rounded to
+     * fp32, then fl(fl(fl(weight_i dy_i) - x_i along) inv) with the
+     * subtraction fused (FMA); when sum_dy_y is not NULL, sum_dy_y[i] =
+     * fl(sum_dy_y[i] + dy_i fl(x_i inv)) (FMA), rmsnorm's dweight, summed in
+     * binary32 over a block's rows (the blocks then in double, norms.c). Every
+     * instruction set the same bits. In double (the conversions to and from
+     * binary32 on port 5) it took twice the time under avx2 (README.md
+     * section 6). stream as for scale. */
     void (*project)(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along, double inv,
-                    float *dx, double *sum_dy_y, int stream);
+                    float *dx, float *sum_dy_y, int stream);
+    /* The same in double, each dx_i rounded once to fp32 (each sum_dy_y[i]
+     * once per term): for the rows whose scale would leave binary32's normal
+     * range in the binary32 form (norms.c says which). */
+    void (*project_double)(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
+                           double inv, float *dx, float *sum_dy_y, int stream);
 } lacs_cpu_norm_kernels;
 
 /* ---- the approximations the instruction sets share ----

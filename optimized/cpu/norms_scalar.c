@@ -241,10 +241,18 @@ static double weighted_dot_scalar(const void *x, const void *dy, int bf16, const
 }
 
 static void squares_and_weighted_dot_scalar(const void *x, const void *dy, int bf16, const float *weight, int64_t n,
-                                            double *sum_of_squares, double *weighted_dot)
+                                            int exact_products, double *sum_of_squares, double *weighted_dot,
+                                            float *max_abs_dy)
 {
+    (void)exact_products; /* the products in double are the same values (norms.h) */
     *sum_of_squares = sum_of_squares_scalar(x, bf16, n);
     *weighted_dot = weighted_dot_scalar(x, dy, bf16, weight, n);
+    float largest = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = fabsf((float)load_value(dy, bf16, i));
+        largest = g > largest ? g : largest; /* a NaN is passed over, as vmaxps does */
+    }
+    *max_abs_dy = largest;
 }
 
 static void scale_scalar(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream)
@@ -255,13 +263,26 @@ static void scale_scalar(const void *x, int bf16, int64_t n, double inv, const f
 }
 
 static void project_scalar(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
-                           double inv, float *dx, double *sum_dy_y, int stream)
+                           double inv, float *dx, float *sum_dy_y, int stream)
+{
+    (void)stream;
+    const float along_f = (float)along, inv_f = (float)inv;
+    for (int64_t i = 0; i < n; i++) {
+        const float xi = (float)load_value(x, bf16, i), g = (float)load_value(dy, bf16, i);
+        if (sum_dy_y)
+            sum_dy_y[i] = fmaf(g, xi * inv_f, sum_dy_y[i]);
+        dx[i] = fmaf(-xi, along_f, weight[i] * g) * inv_f;
+    }
+}
+
+static void project_double_scalar(const void *x, const void *dy, int bf16, int64_t n, const float *weight,
+                                  double along, double inv, float *dx, float *sum_dy_y, int stream)
 {
     (void)stream;
     for (int64_t i = 0; i < n; i++) {
         const double xi = load_value(x, bf16, i), g = load_value(dy, bf16, i);
         if (sum_dy_y)
-            sum_dy_y[i] += g * (xi * inv);
+            sum_dy_y[i] = (float)(sum_dy_y[i] + g * (xi * inv));
         dx[i] = (float)(((double)weight[i] * g - xi * along) * inv);
     }
 }
@@ -280,4 +301,5 @@ const lacs_cpu_norm_kernels lacs_cpu_norm_kernels_scalar = {
     .squares_and_weighted_dot = squares_and_weighted_dot_scalar,
     .scale = scale_scalar,
     .project = project_scalar,
+    .project_double = project_double_scalar,
 };

@@ -964,9 +964,28 @@ static double norms_sum_of_squares(const void *x, int bf16, int64_t n)
 /* sum_i x_i^2 and sum_i x_i weight_i dy_i in one pass: the squares' accumulators as norms_sum_of_squares's (the
  * same bits), the triple products summed in double per lane, in order. */
 static void norms_squares_and_weighted_dot(const void *x, const void *dy, int bf16, const float *weight, int64_t n,
-                                           double *sum_of_squares, double *weighted_dot)
+                                           int exact_products, double *sum_of_squares, double *weighted_dot,
+                                           float *max_abs_dy)
 {
     vdouble lo = vd_zero(), hi = vd_zero(), sum = vd_zero();
+    vfloat largest = v_zero();
+    if (exact_products) { /* norms.h: the products in binary32, exact; the masked tail's products are 0 */
+        for (int64_t i = 0; i < n; i += SIMD_LANES) {
+            const int64_t count = n - i;
+            prefetch_ahead(x, i * 2);
+            prefetch_ahead(dy, i * 2);
+            const vfloat v = v_load_any(x, 1, i, count), g = v_load_any(dy, 1, i, count);
+            largest = v_max(v_abs(g), largest);
+            const vfloat square = v_mul(v, v), triple = v_mul(v_mul(v, v_load_first(weight + i, count)), g);
+            lo = vd_add(lo, vd_half(square, 0));
+            hi = vd_add(hi, vd_half(square, 1));
+            sum = vd_add(vd_add(sum, vd_half(triple, 0)), vd_half(triple, 1));
+        }
+        *sum_of_squares = vd_reduce_add(vd_add(lo, hi));
+        *weighted_dot = vd_reduce_add(sum);
+        *max_abs_dy = v_reduce_max(largest);
+        return;
+    }
     for (int64_t i = 0; i < n; i += SIMD_LANES) {
         const int64_t count = n - i;
         prefetch_ahead(x, i * (bf16 ? 2 : 4));
@@ -975,14 +994,16 @@ static void norms_squares_and_weighted_dot(const void *x, const void *dy, int bf
         const vdouble v_lo = vd_half(v, 0), v_hi = vd_half(v, 1);
         lo = vd_fma(v_lo, v_lo, lo);
         hi = vd_fma(v_hi, v_hi, hi);
+        const vfloat g = v_load_any(dy, bf16, i, count); /* 0 past the row */
+        largest = v_max(v_abs(g), largest);
         if (count >= SIMD_LANES) /* the same sums, without the mask of a row's last vector */
-            sum = add_triple_products_all(sum, v, v_load_first(weight + i, count), v_load_any(dy, bf16, i, count));
+            sum = add_triple_products_all(sum, v, v_load_first(weight + i, count), g);
         else
-            sum = add_triple_products(sum, v, v_load_first(weight + i, count), v_load_any(dy, bf16, i, count),
-                                      vm_first(count));
+            sum = add_triple_products(sum, v, v_load_first(weight + i, count), g, vm_first(count));
     }
     *sum_of_squares = vd_reduce_add(vd_add(lo, hi));
     *weighted_dot = vd_reduce_add(sum);
+    *max_abs_dy = v_reduce_max(largest);
 }
 
 /* y_i = weight_i (x_i inv) for i in [from, to) (whole vectors but the last). */
@@ -1019,41 +1040,30 @@ static void norms_scale(const void *x, int bf16, int64_t n, double inv, const fl
     simd_store_fence();
 }
 
-/* dx_i for i in [from, to) (whole vectors but the last). */
+/* dx_i for i in [from, to) (whole vectors but the last), in binary32 (norms.h). */
 static inline __attribute__((always_inline)) void project_part(const void *x, const void *dy, int bf16, int64_t from,
-                                                               int64_t to, const float *weight, vdouble along_v,
-                                                               vdouble inv_v, float *dx, double *sum_dy_y, int stream)
+                                                               int64_t to, const float *weight, vfloat along_v,
+                                                               vfloat inv_v, float *dx, float *sum_dy_y, int stream)
 {
     for (int64_t i = from; i < to; i += SIMD_LANES) {
         const int64_t count = to - i;
-        const vmask m = vm_first(count);
         const vfloat xv = v_load_any(x, bf16, i, count), g = v_load_any(dy, bf16, i, count);
         const vfloat w = v_load_first(weight + i, count);
-        vdouble dx_half[2];
-        for (int high = 0; high <= 1; high++) {
-            const vdouble x_h = vd_half(xv, high), g_h = vd_half(g, high);
-            const vdouble wg = vd_mul(vd_half(w, high), g_h);
-            dx_half[high] = vd_mul(vd_fnma(x_h, along_v, wg), inv_v);
-            if (sum_dy_y) { /* whole vectors by plain moves (a masked store per half was a fifth of this loop) */
-                double *s = sum_dy_y + i + high * (SIMD_LANES / 2);
-                if (count >= SIMD_LANES)
-                    vd_store(s, vd_fma(g_h, vd_mul(x_h, inv_v), vd_load(s)));
-                else
-                    vd_store_where(s, vd_fma(g_h, vd_mul(x_h, inv_v), vd_load_where(s, m, high)), m, high);
-            }
-        }
+        const vfloat dxv = v_mul(v_fnma(xv, along_v, v_mul(w, g)), inv_v);
+        if (sum_dy_y)
+            v_store_first(sum_dy_y + i, v_fma(g, v_mul(xv, inv_v), v_load_first(sum_dy_y + i, count)), count);
         if (stream && count >= SIMD_LANES)
-            v_stream(dx + i, v_from_halves(dx_half[0], dx_half[1]));
+            v_stream(dx + i, dxv);
         else
-            v_store_first(dx + i, v_from_halves(dx_half[0], dx_half[1]), count);
+            v_store_first(dx + i, dxv, count);
     }
 }
 
 /* Each element alone, as norms_scale; sum_dy_y's terms are per column. */
 static void norms_project(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
-                          double inv, float *dx, double *sum_dy_y, int stream)
+                          double inv, float *dx, float *sum_dy_y, int stream)
 {
-    const vdouble along_v = vd_set1(along), inv_v = vd_set1(inv);
+    const vfloat along_v = v_set1((float)along), inv_v = v_set1((float)inv);
     if (!stream) {
         project_part(x, dy, bf16, 0, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
         return;
@@ -1064,6 +1074,52 @@ static void norms_project(const void *x, const void *dy, int bf16, int64_t n, co
     project_part(x, dy, bf16, 0, head, weight, along_v, inv_v, dx, sum_dy_y, 0);
     project_part(x, dy, bf16, head, body, weight, along_v, inv_v, dx, sum_dy_y, 1);
     project_part(x, dy, bf16, body, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
+    simd_store_fence();
+}
+
+/* norms.h's project_double: dx_i for i in [from, to) (whole vectors but the last), in double; each column
+ * sum's term added in double, the sum rounded to binary32. */
+static inline __attribute__((always_inline)) void project_double_part(const void *x, const void *dy, int bf16,
+                                                                      int64_t from, int64_t to, const float *weight,
+                                                                      vdouble along_v, vdouble inv_v, float *dx,
+                                                                      float *sum_dy_y, int stream)
+{
+    for (int64_t i = from; i < to; i += SIMD_LANES) {
+        const int64_t count = to - i;
+        const vfloat xv = v_load_any(x, bf16, i, count), g = v_load_any(dy, bf16, i, count);
+        const vfloat w = v_load_first(weight + i, count);
+        vdouble dx_half[2], sum_half[2];
+        for (int high = 0; high <= 1; high++) {
+            const vdouble x_h = vd_half(xv, high), g_h = vd_half(g, high);
+            const vdouble wg = vd_mul(vd_half(w, high), g_h);
+            dx_half[high] = vd_mul(vd_fnma(x_h, along_v, wg), inv_v);
+            if (sum_dy_y)
+                sum_half[high] = vd_fma(g_h, vd_mul(x_h, inv_v), vd_half(v_load_first(sum_dy_y + i, count), high));
+        }
+        if (sum_dy_y)
+            v_store_first(sum_dy_y + i, v_from_halves(sum_half[0], sum_half[1]), count);
+        if (stream && count >= SIMD_LANES)
+            v_stream(dx + i, v_from_halves(dx_half[0], dx_half[1]));
+        else
+            v_store_first(dx + i, v_from_halves(dx_half[0], dx_half[1]), count);
+    }
+}
+
+/* The same, in double (norms.h). */
+static void norms_project_double(const void *x, const void *dy, int bf16, int64_t n, const float *weight,
+                                 double along, double inv, float *dx, float *sum_dy_y, int stream)
+{
+    const vdouble along_v = vd_set1(along), inv_v = vd_set1(inv);
+    if (!stream) {
+        project_double_part(x, dy, bf16, 0, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
+        return;
+    }
+    const int64_t past = (int64_t)(((uintptr_t)dx % (SIMD_LANES * sizeof(float))) / sizeof(float));
+    const int64_t head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
+    const int64_t body = head + (n - head) / SIMD_LANES * SIMD_LANES;
+    project_double_part(x, dy, bf16, 0, head, weight, along_v, inv_v, dx, sum_dy_y, 0);
+    project_double_part(x, dy, bf16, head, body, weight, along_v, inv_v, dx, sum_dy_y, 1);
+    project_double_part(x, dy, bf16, body, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
     simd_store_fence();
 }
 
@@ -1081,4 +1137,5 @@ const lacs_cpu_norm_kernels NORM_KERNELS = {
     .squares_and_weighted_dot = norms_squares_and_weighted_dot,
     .scale = norms_scale,
     .project = norms_project,
+    .project_double = norms_project_double,
 };
