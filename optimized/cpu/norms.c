@@ -96,11 +96,14 @@ static int check_parameter(const lacs_cpu_call *c, double value, int convention)
 /* ---- blocks of rows ---- */
 
 /* A block holds at least LACS_NORM_BLOCK_ELEMENTS elements (whole rows), so
- * that a block's work (a few microseconds) dwarfs handing it to a thread,
- * and there are at most LACS_NORM_MAX_BLOCKS blocks, so that the per-block
- * column sums (dweight, dbias: blocks x dim doubles) stay small next to the
- * input; 64 blocks keep up to 16 threads busy. */
-#define LACS_NORM_BLOCK_ELEMENTS 16384
+ * that a block's work (tens of microseconds) dwarfs handing it to a thread
+ * and its column sums (dweight, dbias: dim doubles each, zeroed, then added
+ * into the total) stay small next to its rows: with 16384 (4 rows of 4096)
+ * they were as many bytes as half the block's input, and `dyt_vjp` bf16 on
+ * 64 x 4096 (in cache) took 1.64 ns an element under avx2, 1.03 with 65536
+ * (16 rows; one thread, best of 400 calls, README.md section 6). At most
+ * LACS_NORM_MAX_BLOCKS blocks: 64 keep up to 16 threads busy. */
+#define LACS_NORM_BLOCK_ELEMENTS 65536
 #define LACS_NORM_MAX_BLOCKS 64
 
 typedef struct {
