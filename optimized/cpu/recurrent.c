@@ -55,7 +55,7 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->Tinv = malloc(C * C * sizeof(float));
     w->KQd = malloc(2 * C * k * sizeof(float));
     w->R = malloc(2 * C * v * sizeof(float));
-    w->U = malloc(C * v * sizeof(float));
+    w->U = malloc(gemm->packed_b_size(LACS_CPU_CHUNK, V) * sizeof(float)); /* packed, or C x V row-major */
     w->Vp = malloc(C * v * sizeof(float));
     w->Kl = malloc(C * k * sizeof(float));
     w->KlT = malloc(C * k * sizeof(float));

@@ -44,7 +44,8 @@ typedef struct {
     float *A, *P, *Tinv;       /* C x C: the correction's strictly lower A, the outputs' P, (I + A)^-1 */
     float *KQd;                /* 2C x K: b exp(Gr) (.) k, then scale exp(G) (.) q */
     float *R;                  /* 2C x V: Kd S, then Qd S + P V' (the outputs) */
-    float *U, *Vp;             /* C x V: b v - Kd S, then V' = (I + A)^-1 U */
+    float *U, *Vp;             /* b v - Kd S (packed: the GEMM table's layout; C x V for the bf16 products),
+                                * then V' = (I + A)^-1 U (C x V, the bf16 products') */
     float *Kl, *KlT;           /* C x K: exp(G_last - G_j) (.) k_j; its transpose, K x C */
     float *KQK;                /* 2C x C: K K^T, then Q K^T */
     float *KT_packed;          /* k^T [K x C] packed (the GEMM table's pack_b) for K K^T and Q K^T */

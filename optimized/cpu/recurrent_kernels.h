@@ -462,24 +462,41 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
          * time) */
         float *const U = w->U;
         const float *const v_rows = rows.v, *const b = w->b; /* v_rows NULL: BF16 v, widened here */
-        const int64_t ldv = rows.ldv;
+        const int64_t ldv = rows.ldv, nr = gemm->nr, V_panels = (V + nr - 1) / nr * nr;
+        /* U in the GEMM table's packed layout (panels of nr columns, k = n rows, 0 past V), the right operand
+         * T U reads without a pack; row-major for the bf16 products, which round it */
+#ifdef SIMD_BF16_PRODUCTS
+        const int packed = !bf16;
+#else
+        const int packed = 1;
+#endif
         for (int64_t i = 0; i < n; i++) {
             const vfloat bi = v_set1(b[i]);
             const int64_t row = ((t0 + i) * r->HV + hv) * V;
-            for (int64_t c = 0; c < V; c += SIMD_LANES) {
+            for (int64_t c = 0; c < V; c += SIMD_LANES) { /* a vector never crosses a panel: nr is whole vectors */
                 const vfloat vi = v_rows ? v_load_first(v_rows + i * ldv + c, V - c)
                                          : v_load_any(r->v->data, 1, row + c, V - c);
-                v_store_first(U + i * V + c, v_fms(bi, vi, v_load_first(KS + i * V + c, V - c)), V - c);
+                float *const out = packed ? U + (c / nr) * n * nr + i * nr + c % nr : U + i * V + c;
+                v_store_first(out, v_fms(bi, vi, v_load_first(KS + i * V + c, V - c)), V - c);
             }
+            for (int64_t c = V; packed && c < V_panels; c++)
+                U[(c / nr) * n * nr + i * nr + c % nr] = 0.0f;
         }
 #ifdef SIMD_BF16_PRODUCTS
-        if (bf16)
+        if (bf16) {
             bf16_product(r, w, n, V, n, w->Tinv, n, w->U, V, NULL, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER);
-        else
+            vnew = w->Vp;
+            ld_vnew = V;
+        } else
 #endif
-            gemm->sgemm_general(n, V, n, w->Tinv, n, w->U, V, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER);
-        vnew = w->Vp;
-        ld_vnew = V;
+        {
+            /* V' written panel by panel in the packed layout itself (C = the panel, ldc = nr; its padding
+             * T 0 = 0), for P V' and the state's update: no pack of U, none of V' */
+            for (int64_t j0 = 0; j0 < V; j0 += nr)
+                gemm->sgemm_packed(n, nr, n, w->Tinv, n, U + j0 * n, w->Vp_packed + j0 * n, nr, 0.0f,
+                                   LACS_GEMM_A_LOWER);
+            vnew = NULL; /* packed already */
+        }
     }
 
     /* O += P V'; V' packed once for this product and the state's */
@@ -491,7 +508,8 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     } else
 #endif
     {
-        gemm->pack_b(n, V, vnew, ld_vnew, 0, w->Vp_packed);
+        if (vnew) /* v itself (the linear family) */
+            gemm->pack_b(n, V, vnew, ld_vnew, 0, w->Vp_packed);
         gemm->sgemm_packed(n, V, n, w->P, n, w->Vp_packed, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
     }
     if (r->postnorm)
