@@ -333,6 +333,15 @@ static void fill(float *row, int64_t n, float value)
         row[i] = value;
 }
 
+/* Whether a forward row may be scaled in binary32 (norms.h's scale_binary32): inv and the weights within
+ * 2^-100 .. 2^100 (|x_i inv| <= sqrt(dim) whatever the row), so that nothing overflows binary32 or loses its
+ * precision where double would keep it; rows of subnormals with eps = 0 (inv beyond binary32) and NaN take
+ * the double form. */
+static int scale_in_binary32(const row_job *job, double inv)
+{
+    return inv >= 0x1p-100 && inv <= 0x1p100 && job->max_abs_weight <= 0x1p100;
+}
+
 /* N2: y = weight (x / rms), rms = sqrt(mean(x^2) + eps). The sum of squares
  * is exact per term in double (no scaling needed, unlike the reference's
  * doubles: SPEC.md 4.14); NaN in the row makes rms NaN and the row NaN; an
@@ -348,7 +357,10 @@ static void rmsnorm_row(const row_job *job, const void *x, float *y)
             y[i] = job->weight[i] * 0.0f;
         return;
     }
-    job->k->scale(x, job->bf16, dim, 1 / rms, job->weight, y, job->stream);
+    if (scale_in_binary32(job, 1 / rms))
+        job->k->scale_binary32(x, job->bf16, dim, 1 / rms, job->weight, y, job->stream);
+    else
+        job->k->scale(x, job->bf16, dim, 1 / rms, job->weight, y, job->stream);
 }
 
 /* N3's J^T g, g = weight dy: dx = (g - y (y . g) / d) / rms with y = x / rms,
@@ -415,7 +427,8 @@ static void l2norm_row(const row_job *job, const void *x, float *y)
     if (isnan(denom))
         fill(y, dim, (float)denom);
     else if (denom > 0)
-        job->k->scale(x, job->bf16, dim, 1 / denom, job->ones, y, job->stream);
+        (scale_in_binary32(job, 1 / denom) ? job->k->scale_binary32 : job->k->scale)(x, job->bf16, dim, 1 / denom,
+                                                                                     job->ones, y, job->stream);
     else
         fill(y, dim, 0.0f);
 }

@@ -81,6 +81,12 @@ typedef struct {
     /* y_i = weight_i (x_i inv), rounded once to fp32; stream: y may be written
      * with non-temporal stores (fenced before the call returns). */
     void (*scale)(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream);
+    /* The same in binary32, as fp32 implementations compute it: inv rounded
+     * to fp32, y_i = fl(weight_i fl(x_i inv)); every instruction set the same
+     * bits. In double, the conversions to and from it on 4-lane halves bound
+     * rmsnorm's bf16 rows under avx2 (README.md section 6). For rows whose
+     * inv and weights stay within 2^-100 .. 2^100 (norms.c). */
+    void (*scale_binary32)(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream);
     /* dx_i = (weight_i dy_i - x_i along) inv in binary32, as fp32
      * implementations compute it (fla's, PyTorch's): along and inv rounded to
      * fp32, then fl(fl(fl(weight_i dy_i) - x_i along) inv) with the

@@ -262,6 +262,15 @@ static void scale_scalar(const void *x, int bf16, int64_t n, double inv, const f
         y[i] = (float)((double)weight[i] * (load_value(x, bf16, i) * inv));
 }
 
+static void scale_binary32_scalar(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y,
+                                  int stream)
+{
+    (void)stream;
+    const float inv_f = (float)inv;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = weight[i] * ((float)load_value(x, bf16, i) * inv_f);
+}
+
 static void project_scalar(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
                            double inv, float *dx, float *sum_dy_y, int stream)
 {
@@ -300,6 +309,7 @@ const lacs_cpu_norm_kernels lacs_cpu_norm_kernels_scalar = {
     .sum_of_squares = sum_of_squares_scalar,
     .squares_and_weighted_dot = squares_and_weighted_dot_scalar,
     .scale = scale_scalar,
+    .scale_binary32 = scale_binary32_scalar,
     .project = project_scalar,
     .project_double = project_double_scalar,
 };

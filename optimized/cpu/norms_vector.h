@@ -1040,6 +1040,39 @@ static void norms_scale(const void *x, int bf16, int64_t n, double inv, const fl
     simd_store_fence();
 }
 
+/* y_i = weight_i (x_i inv) in binary32 for i in [from, to) (whole vectors but the last). */
+static inline __attribute__((always_inline)) void scale_binary32_part(const void *x, int bf16, int64_t from,
+                                                                      int64_t to, vfloat inv_v, const float *weight,
+                                                                      float *y, int stream)
+{
+    for (int64_t i = from; i < to; i += SIMD_LANES) {
+        const int64_t count = to - i;
+        const vfloat v = v_mul(v_load_first(weight + i, count), v_mul(v_load_any(x, bf16, i, count), inv_v));
+        if (stream && count >= SIMD_LANES)
+            v_stream(y + i, v);
+        else
+            v_store_first(y + i, v, count);
+    }
+}
+
+/* norms.h's scale_binary32; the aligned head for the non-temporal stores as norms_scale. */
+static void norms_scale_binary32(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y,
+                                 int stream)
+{
+    const vfloat inv_v = v_set1((float)inv);
+    if (!stream) {
+        scale_binary32_part(x, bf16, 0, n, inv_v, weight, y, 0);
+        return;
+    }
+    const int64_t past = (int64_t)(((uintptr_t)y % (SIMD_LANES * sizeof(float))) / sizeof(float));
+    const int64_t head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
+    const int64_t body = head + (n - head) / SIMD_LANES * SIMD_LANES;
+    scale_binary32_part(x, bf16, 0, head, inv_v, weight, y, 0);
+    scale_binary32_part(x, bf16, head, body, inv_v, weight, y, 1);
+    scale_binary32_part(x, bf16, body, n, inv_v, weight, y, 0);
+    simd_store_fence();
+}
+
 /* dx_i for i in [from, to) (whole vectors but the last), in binary32 (norms.h). */
 static inline __attribute__((always_inline)) void project_part(const void *x, const void *dy, int bf16, int64_t from,
                                                                int64_t to, const float *weight, vfloat along_v,
@@ -1136,6 +1169,7 @@ const lacs_cpu_norm_kernels NORM_KERNELS = {
     .sum_of_squares = norms_sum_of_squares,
     .squares_and_weighted_dot = norms_squares_and_weighted_dot,
     .scale = norms_scale,
+    .scale_binary32 = norms_scale_binary32,
     .project = norms_project,
     .project_double = norms_project_double,
 };
