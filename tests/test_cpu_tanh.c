@@ -751,12 +751,13 @@ Test(cpu_norms_threads, every_output_is_the_same_for_every_thread_count)
 /* ---- cpu_norms_isa: the binary32 projection, the same bits everywhere ----
  *
  * rmsnorm_vjp's and l2norm_vjp's projection (norms.h's project) is binary32
- * with its FMAs written out, and dweight's sums binary32 within a block:
- * every instruction set must give the same dx and dweight bit for bit
- * (700 x 97, both tiers; the scalar kernels against each vector set). */
-Test(cpu_norms_isa, the_binary32_projection_is_the_same_on_every_instruction_set)
+ * with its FMAs written out, and dweight's sums binary32 within a block; the
+ * forward ops' scale_binary32 too: every instruction set must give the same
+ * y, dx and dweight bit for bit (700 x 97, both tiers; the scalar kernels
+ * against each vector set). */
+Test(cpu_norms_isa, the_binary32_forms_are_the_same_on_every_instruction_set)
 {
-    static const char *const ops[] = {"rmsnorm_vjp", "l2norm_vjp"};
+    static const char *const ops[] = {"rmsnorm", "l2norm", "rmsnorm_vjp", "l2norm_vjp"};
     enum { CAPACITY = 2 * THREAD_N + 2 * THREAD_DIM + 1 };
     static float scalar[CAPACITY], other[CAPACITY];
     int compared = 0;
