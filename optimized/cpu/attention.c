@@ -741,7 +741,16 @@ typedef struct {
     float *tiles, *minus_u, *minus_dc, *transport;
     /* the right operands of the earlier blocks' products, packed once: K~^T, M and V_b */
     float *tilde_packed, *transport_packed, *value_tiles;
+    /* a fold's (LACS_CPU_PATH_FOLD blocks): each block's keys carried to the fold's top, P_b K~_b^T, and at the top
+     * block the fold's whole product, packed */
+    float *folded_packed, *fold_transport_packed;
 } path_blocks;
+
+/* Folds of blocks (job->fold of them, LACS_CPU_PATH_FOLD, cpu.h). A query block carries Y over each
+ * block of its own fold (Y <- Y M_b), and over each earlier fold at once (Y <- Y M_top ... M_bottom),
+ * reading that fold's keys carried to its top, P_b K~_b^T with P_b = M_top ... M_{b+1}, formed once per
+ * block (path_fold_task): per query and key block, the K^2 flops of Y M_b become K^2 / fold, against
+ * 2 BLOCK (K + V) for the logits and values: 20 % of PaTH's work at K = V = 64 (README.md section 5). */
 
 /* Block `index` of the pass's value head `head_in_pass` (blocks of the heads of one pass, as the key tiles). */
 static float *path_tile(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
@@ -768,12 +777,25 @@ static float *path_transport_packed(const problem *p, const path_blocks *pb, int
 {
     return pb->transport_packed + (size_t)(head_in_pass * p->n_blocks + index) * p->gemm->packed_b_size(p->K, p->K);
 }
+static float *path_folded_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->folded_packed + (size_t)(head_in_pass * p->n_blocks + index) * key_tile_size(p);
+}
+static float *path_fold_transport_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass,
+                                         int64_t index)
+{
+    return pb->fold_transport_packed +
+           (size_t)(head_in_pass * p->n_blocks + index) * p->gemm->packed_b_size(p->K, p->K);
+}
 
 typedef struct {
     block_job base;
     const path_blocks *pb;
     const workspaces *ws;
-    const gates *gate; /* or NULL */
+    const gates *gate;   /* or NULL */
+    float *fold_scratch; /* path_fold_task's P, the next P and a block's carried keys, per thread */
+    int64_t fold_floats;
+    int64_t fold; /* blocks per fold (1: none) */
 } path_job;
 
 /* Rows per panel of the blocked forward substitution: the panels below the
@@ -849,6 +871,40 @@ static void path_block_task(void *context, int64_t item, int thread)
     p->gemm->pack_b(K, K, transport, K, 0, path_transport_packed(p, job->pb, head_in_pass, it->index));
 }
 
+/* A fold's carried keys, at its top block's item (the others return): walking down from the
+ * top, P = I, then for each block b the keys carried to the top, (P K~_b^T), packed, and P <- P M_b; at the
+ * end P is the fold's whole product M_top ... M_bottom, packed at the top block. A sequence's last fold,
+ * short, is never an earlier fold of a query block and is not formed. */
+static void path_fold_task(void *context, int64_t item, int thread)
+{
+    const path_job *job = context;
+    const problem *p = job->base.p;
+    const block_item *it = &job->base.items[item];
+    const int64_t fold = job->fold;
+    if (fold == 1 || it->block % fold != fold - 1)
+        return;
+    const int64_t K = p->K, head_in_pass = it->head - job->base.first_head, ld_tile = 3 * BLOCK;
+    float *P = job->fold_scratch + (size_t)thread * job->fold_floats, *next = P + K * K, *carried = next + K * K;
+    for (int64_t r = 0; r < K; r++)
+        for (int64_t c = 0; c < K; c++)
+            P[r * K + c] = r == c ? 1.0f : 0.0f;
+    for (int64_t b = it->block; b > it->block - fold; b--) {
+        const int64_t index = it->index - (it->block - b);
+        const float *tile = path_tile(p, job->pb, head_in_pass, index);
+        if (b == it->block) /* P = I */
+            p->gemm->pack_b(K, BLOCK, tile, ld_tile, 0, path_folded_packed(p, job->pb, head_in_pass, index));
+        else {
+            p->gemm->sgemm(K, BLOCK, K, P, K, tile, ld_tile, carried, BLOCK, 0);
+            p->gemm->pack_b(K, BLOCK, carried, BLOCK, 0, path_folded_packed(p, job->pb, head_in_pass, index));
+        }
+        p->gemm->sgemm(K, K, K, P, K, path_transport(p, job->pb, head_in_pass, index), K, next, K, 0);
+        float *swap = P;
+        P = next;
+        next = swap;
+    }
+    p->gemm->pack_b(K, K, P, K, 0, path_fold_transport_packed(p, job->pb, head_in_pass, it->index));
+}
+
 /* One query block (rows i0 .. i0 + rows - 1 of block a, value head hv).
  * l_ij = x_i^(j) . k_j with x_i^(j) = H_{j+1} ... H_i q_i (H_t symmetric),
  * x_i^(j-1) = H_j x_i^(j). With Y the queries carried to the end e of key
@@ -893,20 +949,29 @@ static void path_query_task(void *context, int64_t item_index, int thread)
     p->gemm->sgemm_packed(rows, p->V, rows, S + BLOCK, ld_s, value_tile(p, job->pb->value_tiles, head_in_pass, it->index),
                           r.out, p->V, 1.0f, 0);
 
-    /* the earlier blocks, walking back */
+    /* the earlier blocks, walking back: those of the query block's own fold one by one, Y carried over each;
+     * then the earlier folds, Y at a fold's top reading its blocks' keys carried there, and carried over the
+     * whole fold at once */
     const int64_t earliest = first_key(&rule, it->start, i0);
+    const int64_t fold = job->fold, own_bottom = fold > 1 ? it->block / fold * fold : 0; /* fold 1: none */
     for (int64_t b = it->block - 1; b >= 0; b--) {
         const int64_t j0 = it->start + b * BLOCK, index = it->index - (it->block - b);
         if (j0 + BLOCK <= earliest)
             break;
-        p->gemm->sgemm_packed(rows, BLOCK, K, Y, K, path_tilde_packed(p, job->pb, head_in_pass, index), S, ld_s, 0.0f,
-                              0);
+        const int folded = b < own_bottom;
+        p->gemm->sgemm_packed(rows, BLOCK, K, Y, K,
+                              folded ? path_folded_packed(p, job->pb, head_in_pass, index)
+                                     : path_tilde_packed(p, job->pb, head_in_pass, index),
+                              S, ld_s, 0.0f, 0);
         softmax_step(p, &rule, it->start, i0, rows, j0, BLOCK, S, ld_s, &r);
         p->gemm->sgemm_packed(rows, p->V, BLOCK, S, ld_s, value_tile(p, job->pb->value_tiles, head_in_pass, index),
                               r.out, p->V, 1.0f, 0);
-        if (b > 0 && j0 > earliest) { /* Y carried over block b, for block b - 1 */
-            p->gemm->sgemm_packed(rows, K, K, Y, K, path_transport_packed(p, job->pb, head_in_pass, index), next_Y, K,
-                                  0.0f, 0);
+        /* Y carried over block b (its own fold), or over the fold whose bottom b is (from its top's index) */
+        const float *over = !folded ? path_transport_packed(p, job->pb, head_in_pass, index)
+                            : b % fold == 0 ? path_fold_transport_packed(p, job->pb, head_in_pass, index + fold - 1)
+                                : NULL;
+        if (b > 0 && j0 > earliest && over) {
+            p->gemm->sgemm_packed(rows, K, K, Y, K, over, next_Y, K, 0.0f, 0);
             float *carried = next_Y;
             next_Y = Y;
             Y = carried;
@@ -942,10 +1007,16 @@ int lacs_cpu_attention_path_forward(const problem *pp)
         lacs_cpu_scratch_alloc(((size_t)blocks * key_tile_size(&p) + 1) * sizeof(float)),
         lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(p.K, p.K) + 1) * sizeof(float)),
         lacs_cpu_scratch_alloc(((size_t)blocks * value_tile_size(&p) + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc(((size_t)blocks * key_tile_size(&p) + 1) * sizeof(float)),
+        lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(p.K, p.K) + 1) * sizeof(float)),
     };
+    const int64_t fold_floats = 2 * p.K * p.K + p.K * BLOCK;
+    int64_t fold = LACS_CPU_PATH_FOLD_DEFAULT;
+    rc = lacs_cpu_path_fold(&fold);
+    float *fold_scratch = lacs_cpu_scratch_alloc((size_t)(fold_floats * p.threads + 1) * sizeof(float));
     workspaces ws = {NULL, 0};
     if (!pb.tiles || !pb.minus_u || !pb.minus_dc || !pb.transport || !pb.tilde_packed || !pb.transport_packed ||
-        !pb.value_tiles)
+        !pb.value_tiles || !pb.folded_packed || !pb.fold_transport_packed || !fold_scratch)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the blocks' transitions");
     if (rc == LACS_OK && p.g)
         rc = lacs_cpu_attention_gates(&p, p.scale, &gate);
@@ -954,10 +1025,12 @@ int lacs_cpu_attention_path_forward(const problem *pp)
         rc = make_workspaces(&p, BLOCK * (p.K + BLOCK) + 2 * round16(BLOCK * p.K), &ws);
     for (int64_t hv = 0; hv < p.HV && rc == LACS_OK; hv += pass) {
         const int64_t heads = p.HV - hv < pass ? p.HV - hv : pass;
-        path_job job = {{&p, NULL, 0}, &pb, &ws, p.g ? &gate : NULL};
+        path_job job = {{&p, NULL, 0}, &pb, &ws, p.g ? &gate : NULL, fold_scratch, fold_floats, fold};
         rc = make_value_tiles(&p, p.v, hv, heads, pb.value_tiles);
         if (rc == LACS_OK)
             rc = run_blocks(&job.base, hv, heads, path_block_task);
+        if (rc == LACS_OK)
+            rc = run_blocks(&job.base, hv, heads, path_fold_task);
         if (rc == LACS_OK)
             rc = run_blocks(&job.base, hv, heads, path_query_task);
     }
@@ -969,6 +1042,9 @@ int lacs_cpu_attention_path_forward(const problem *pp)
     lacs_cpu_scratch_free(pb.tilde_packed);
     lacs_cpu_scratch_free(pb.transport_packed);
     lacs_cpu_scratch_free(pb.value_tiles);
+    lacs_cpu_scratch_free(pb.folded_packed);
+    lacs_cpu_scratch_free(pb.fold_transport_packed);
+    lacs_cpu_scratch_free(fold_scratch);
     lacs_cpu_attention_free_gates(&gate);
     return rc;
 }
@@ -1013,15 +1089,21 @@ double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
     const int path = strcmp(op, "path_attn") == 0;
     if (!path && strcmp(op, "softmax_attn") != 0 && strcmp(op, "fox") != 0)
         return NAN;
+    int64_t fold = LACS_CPU_PATH_FOLD_DEFAULT;
+    if (path && lacs_cpu_path_fold(&fold) != LACS_OK)
+        return NAN;
     double flops = 0;
     for (int64_t a = 0; a * BLOCK < T; a++) {
         const double rows = (double)(T - a * BLOCK < BLOCK ? T - a * BLOCK : BLOCK);
         for (int64_t b = 0; b <= a; b++) {
             const double keys = b == a ? rows : BLOCK;
             flops += 2 * rows * keys * (double)(K + V);
-            if (path && b > 0 && b < a)
+            /* Y carried over each block of the query block's fold, over each earlier fold at once */
+            if (path && b > 0 && b < a && (fold == 1 || b >= a / fold * fold || b % fold == 0))
                 flops += 2 * rows * (double)K * (double)K;
         }
+        if (path && fold > 1 && a % fold == fold - 1) /* path_fold_task: the carried keys and the P's */
+            flops += (double)(fold - 1) * 2 * (double)K * (double)K * BLOCK + (double)fold * 2 * (double)K * K * K;
         if (path) {
             flops += 2 * rows * 2 * BLOCK * (double)K               /* [W W^T | W K^T] */
                      + rows * rows * (double)(K + BLOCK)             /* the UT solve */

@@ -189,6 +189,14 @@ void lacs_cpu_parallel_split(int threads, int64_t n_items, lacs_cpu_task fn, voi
  * is filled whole, so the streamed outputs are cut on these boundaries. */
 #define LACS_CPU_CACHE_LINE 64
 
+/* PaTH's blocks per fold (attention.c, README.md section 5): a query block
+ * carries its queries over each block of its own fold and over each earlier
+ * fold at once. LACS_CPU_PATH_FOLD (a whole number in 1 .. 64; 1: over each
+ * block, no fold) replaces LACS_CPU_PATH_FOLD_DEFAULT; an error names a bad
+ * value. */
+#define LACS_CPU_PATH_FOLD_DEFAULT 4
+int lacs_cpu_path_fold(int64_t *blocks);
+
 /* The chunk length of the recurrent family's chunk algorithm. */
 #define LACS_CPU_CHUNK 32
 /* The floating-point operations builtin:cpu's algorithm performs for `op` on

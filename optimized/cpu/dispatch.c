@@ -618,13 +618,30 @@ int lacs_cpu_backward_state_bytes(size_t *bytes)
     return LACS_OK;
 }
 
+int lacs_cpu_path_fold(int64_t *blocks)
+{
+    const char *text = getenv("LACS_CPU_PATH_FOLD");
+    *blocks = LACS_CPU_PATH_FOLD_DEFAULT;
+    if (!text || !*text)
+        return LACS_OK;
+    char *end;
+    errno = 0;
+    const long long fold = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || fold < 1 || fold > 64)
+        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu",
+                              "LACS_CPU_PATH_FOLD=%s is not a whole number of blocks in 1..64", text);
+    *blocks = fold;
+    return LACS_OK;
+}
+
 int lacs_cpu_environment_check(void)
 {
     lacs_cpu_isa isa;
     int native = 0, rc;
     size_t state_bytes;
+    int64_t fold;
     if ((rc = choose_isa(&isa)) != LACS_OK || (rc = choose_bf16_products(&native)) != LACS_OK ||
-        (rc = lacs_cpu_backward_state_bytes(&state_bytes)) != LACS_OK)
+        (rc = lacs_cpu_backward_state_bytes(&state_bytes)) != LACS_OK || (rc = lacs_cpu_path_fold(&fold)) != LACS_OK)
         return rc;
     return check_threads_env();
 }
