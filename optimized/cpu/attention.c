@@ -1083,7 +1083,8 @@ int lacs_cpu_attention(const lacs_cpu_call *c)
  * of every key block up to the diagonal (computed whole: the mask acts after
  * the product), and for PaTH its transitions' work (path_block_task: the
  * Gram products, the UT solve, K~ and M; path_query_task: the diagonal
- * block's extra products and Y carried over each earlier block). */
+ * block's extra products and Y carried over each block of its own fold and
+ * each earlier fold; path_fold_task: the folds' carried keys and products). */
 double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
 {
     const int path = strcmp(op, "path_attn") == 0;
