@@ -3,6 +3,8 @@
 #ifndef LACS_TESTS_SUPPORT_H
 #define LACS_TESTS_SUPPORT_H
 
+#include <stdint.h>
+
 #include "lacs/lacs.h"
 
 /* Forms agree to 1e-12 and double agrees with long double to 1e-13, normwise
@@ -13,6 +15,10 @@
 
 /* K != V and HV = 2H, as the issue asks; T varies. */
 lacs_dims test_dims(int64_t T);
+
+/* A deterministic value in [-1, 1) for element i of stream `stream` (a
+ * splitmix64-style hash of both): the cpu suites' inputs. */
+double test_pattern(uint64_t i, uint64_t stream);
 
 /* Deliberately wrong delta-rule family implementations, written from scratch
  * (own indexing, own loops) with one bug each. With no bug they must equal the

@@ -21,17 +21,14 @@
 #include <string.h>
 
 #include "../optimized/cpu/cpu.h"
+#include "support.h"
 
 enum { H = 2, HV = 4, K = 12, V = 20, N = 6, MAX_OUT = 8 };
 static const int64_t lengths[N] = {0, 1, 300, 8, 9, 57};
 
 static float pattern(uint64_t i, uint64_t k)
 {
-    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull + k * 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 31;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 29;
-    return (float)((double)(z >> 11) * 0x1p-53 * 2.0 - 1.0);
+    return (float)test_pattern(i, k);
 }
 
 typedef struct {

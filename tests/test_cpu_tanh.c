@@ -50,6 +50,7 @@
 
 #include "../optimized/cpu/cpu.h"
 #include "../optimized/cpu/norms.h"
+#include "support.h"
 
 #define TANH_BOUND_VECTOR 2.61
 #define TANH_BOUND_SCALAR 0.52
@@ -652,11 +653,7 @@ enum { THREAD_ROWS = 700, THREAD_DIM = 97, THREAD_N = THREAD_ROWS * THREAD_DIM }
 /* A deterministic value in [-2, 2) for element i of stream k. */
 static float pattern(uint64_t i, uint64_t k)
 {
-    uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull + k * 0xBF58476D1CE4E5B9ull;
-    z ^= z >> 31;
-    z *= 0x94D049BB133111EBull;
-    z ^= z >> 29;
-    return (float)((double)(z >> 11) * 0x1p-53 * 4.0 - 2.0);
+    return (float)(2.0 * test_pattern(i, k));
 }
 
 /* Runs `op` under `isa` with LACS_THREADS = threads; the outputs into out

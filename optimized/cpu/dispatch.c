@@ -602,36 +602,38 @@ void lacs_cpu_pack_bf16(int64_t k, int64_t n, const uint16_t *B, int64_t ldb, ui
         }
 }
 
-int lacs_cpu_backward_state_bytes(size_t *bytes)
+/* The environment's `name` as a whole number in lo .. hi into *value (left
+ * as it is when unset or empty); an error naming the variable and `what`
+ * otherwise. */
+static int environment_number(const char *name, long long lo, long long hi, const char *what, long long *value)
 {
-    const char *text = getenv("LACS_CPU_BACKWARD_STATE_MIB");
-    *bytes = LACS_CPU_BACKWARD_STATE_BYTES;
+    const char *text = getenv(name);
     if (!text || !*text)
         return LACS_OK;
     char *end;
     errno = 0;
-    const long long mib = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || mib < 0 || mib > 65536)
-        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu",
-                              "LACS_CPU_BACKWARD_STATE_MIB=%s is not a whole number of MiB in 0..65536", text);
-    *bytes = (size_t)mib << 20;
+    const long long number = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || number < lo || number > hi)
+        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu", "%s=%s is not a whole number of %s in %lld..%lld", name,
+                              text, what, lo, hi);
+    *value = number;
     return LACS_OK;
+}
+
+int lacs_cpu_backward_state_bytes(size_t *bytes)
+{
+    long long mib = -1;
+    const int rc = environment_number("LACS_CPU_BACKWARD_STATE_MIB", 0, 65536, "MiB", &mib);
+    *bytes = mib >= 0 ? (size_t)mib << 20 : LACS_CPU_BACKWARD_STATE_BYTES;
+    return rc;
 }
 
 int lacs_cpu_path_fold(int64_t *blocks)
 {
-    const char *text = getenv("LACS_CPU_PATH_FOLD");
-    *blocks = LACS_CPU_PATH_FOLD_DEFAULT;
-    if (!text || !*text)
-        return LACS_OK;
-    char *end;
-    errno = 0;
-    const long long fold = strtoll(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || fold < 1 || fold > 64)
-        return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu",
-                              "LACS_CPU_PATH_FOLD=%s is not a whole number of blocks in 1..64", text);
+    long long fold = LACS_CPU_PATH_FOLD_DEFAULT;
+    const int rc = environment_number("LACS_CPU_PATH_FOLD", 1, 64, "blocks", &fold);
     *blocks = fold;
-    return LACS_OK;
+    return rc;
 }
 
 int lacs_cpu_environment_check(void)

@@ -164,42 +164,22 @@ static void run_elementwise_block(void *context, int64_t item, int thread)
     job->param_sums[item] = b.sum_param;
 }
 
-/* out[c] = the sum over blocks, in block order, of sums[block][c]. The
+/* out[c] = the sum over blocks, in block order, of sums[block][c] (double),
+ * or of float_sums[block][c] (binary32, rmsnorm_vjp's; sums NULL), in double. The
  * blocks' rows are added one after the other into a row of totals (read
  * along the memory, not down its columns: a column's elements are dim
  * doubles apart, the same cache set for dim a power of two, and walking
  * them took 40 % of a 4 MiB VJP); each column's order is the same. */
-static int reduce_columns(const double *sums, int64_t n_blocks, int64_t dim, float *out)
+static int reduce_columns(const double *sums, const float *float_sums, int64_t n_blocks, int64_t dim, float *out)
 {
     double *total = malloc((size_t)(dim > 0 ? dim : 1) * sizeof *total);
     if (!total)
         return -1;
     for (int64_t col = 0; col < dim; col++)
         total[col] = 0;
-    for (int64_t block = 0; block < n_blocks; block++) {
-        const double *row = sums + block * dim;
+    for (int64_t block = 0; block < n_blocks; block++)
         for (int64_t col = 0; col < dim; col++)
-            total[col] += row[col];
-    }
-    for (int64_t col = 0; col < dim; col++)
-        out[col] = (float)total[col];
-    free(total);
-    return 0;
-}
-
-/* The same for binary32 sums of the blocks (rmsnorm_vjp's), summed in double. */
-static int reduce_float_columns(const float *sums, int64_t n_blocks, int64_t dim, float *out)
-{
-    double *total = malloc((size_t)(dim > 0 ? dim : 1) * sizeof *total);
-    if (!total)
-        return -1;
-    for (int64_t col = 0; col < dim; col++)
-        total[col] = 0;
-    for (int64_t block = 0; block < n_blocks; block++) {
-        const float *row = sums + block * dim;
-        for (int64_t col = 0; col < dim; col++)
-            total[col] += row[col];
-    }
+            total[col] += sums ? sums[block * dim + col] : (double)float_sums[block * dim + col];
     for (int64_t col = 0; col < dim; col++)
         out[col] = (float)total[col];
     free(total);
@@ -284,8 +264,8 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
     lacs_cpu_parallel_for(c->threads, blocks.n_blocks, run_elementwise_block, &job);
 
     if (vjp) {
-        if ((dweight && reduce_columns(column_sums_weight, blocks.n_blocks, dim, dweight->data) != 0) ||
-            (dbias && reduce_columns(column_sums_bias, blocks.n_blocks, dim, dbias->data) != 0)) {
+        if ((dweight && reduce_columns(column_sums_weight, NULL, blocks.n_blocks, dim, dweight->data) != 0) ||
+            (dbias && reduce_columns(column_sums_bias, NULL, blocks.n_blocks, dim, dbias->data) != 0)) {
             rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory");
             goto done;
         }
@@ -568,7 +548,7 @@ static int run_rows(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *k, int6
         .stream = out && (double)rows * (double)dim * sizeof(float) >= LACS_CPU_STREAM_BYTES,
     };
     lacs_cpu_parallel_for(c->threads, blocks.n_blocks, run_row_block, &job);
-    if (dweight && reduce_float_columns(column_sums, blocks.n_blocks, dim, dweight->data) != 0)
+    if (dweight && reduce_columns(NULL, column_sums, blocks.n_blocks, dim, dweight->data) != 0)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory");
 done:
     lacs_cpu_scratch_free(weight);

@@ -1006,85 +1006,102 @@ static void norms_squares_and_weighted_dot(const void *x, const void *dy, int bf
     *max_abs_dy = v_reduce_max(largest);
 }
 
-/* y_i = weight_i (x_i inv) for i in [from, to) (whole vectors but the last). */
-static inline __attribute__((always_inline)) void scale_part(const void *x, int bf16, int64_t from, int64_t to,
-                                                             vdouble inv_v, const float *weight, float *y, int stream)
+/* A row of n outputs written with non-temporal stores (v_stream wants whole
+ * aligned vectors): [0, head) ordinary stores up to the first aligned vector,
+ * [head, body) whole aligned vectors, [body, n) the tail. */
+static inline void stream_split(const float *y, int64_t n, int64_t *head, int64_t *body)
 {
+    const int64_t past = (int64_t)(((uintptr_t)y % (SIMD_LANES * sizeof(float))) / sizeof(float));
+    *head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
+    *body = *head + (n - *head) / SIMD_LANES * SIMD_LANES;
+}
+
+/* y_i = weight_i (x_i inv) for i in [from, to) (whole vectors but the last): in double, rounded once, or in
+ * binary32 (norms.h's scale_binary32; a constant where this is inlined). */
+static inline __attribute__((always_inline)) void scale_part(const void *x, int bf16, int64_t from, int64_t to,
+                                                             double inv, const float *weight, float *y, int stream,
+                                                             int binary32)
+{
+    const vdouble inv_v = vd_set1(inv);
+    const vfloat inv_f = v_set1((float)inv);
     for (int64_t i = from; i < to; i += SIMD_LANES) {
         const int64_t count = to - i;
         const vfloat v = v_load_any(x, bf16, i, count), w = v_load_first(weight + i, count);
-        const vdouble y_lo = vd_mul(vd_half(w, 0), vd_mul(vd_half(v, 0), inv_v));
-        const vdouble y_hi = vd_mul(vd_half(w, 1), vd_mul(vd_half(v, 1), inv_v));
-        if (stream && count >= SIMD_LANES)
-            v_stream(y + i, v_from_halves(y_lo, y_hi));
+        vfloat out;
+        if (binary32)
+            out = v_mul(w, v_mul(v, inv_f));
         else
-            v_store_first(y + i, v_from_halves(y_lo, y_hi), count);
+            out = v_from_halves(vd_mul(vd_half(w, 0), vd_mul(vd_half(v, 0), inv_v)),
+                                vd_mul(vd_half(w, 1), vd_mul(vd_half(v, 1), inv_v)));
+        if (stream && count >= SIMD_LANES)
+            v_stream(y + i, out);
+        else
+            v_store_first(y + i, out, count);
     }
 }
 
 /* Each element is computed alone (no sum across lanes), so the head that
  * aligns y for non-temporal stores changes no result. */
-static void norms_scale(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream)
+static inline __attribute__((always_inline)) void scale_row(const void *x, int bf16, int64_t n, double inv,
+                                                            const float *weight, float *y, int stream, int binary32)
 {
-    const vdouble inv_v = vd_set1(inv);
     if (!stream) {
-        scale_part(x, bf16, 0, n, inv_v, weight, y, 0);
+        scale_part(x, bf16, 0, n, inv, weight, y, 0, binary32);
         return;
     }
-    const int64_t past = (int64_t)(((uintptr_t)y % (SIMD_LANES * sizeof(float))) / sizeof(float));
-    const int64_t head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
-    const int64_t body = head + (n - head) / SIMD_LANES * SIMD_LANES;
-    scale_part(x, bf16, 0, head, inv_v, weight, y, 0);
-    scale_part(x, bf16, head, body, inv_v, weight, y, 1);
-    scale_part(x, bf16, body, n, inv_v, weight, y, 0);
+    int64_t head, body;
+    stream_split(y, n, &head, &body);
+    scale_part(x, bf16, 0, head, inv, weight, y, 0, binary32);
+    scale_part(x, bf16, head, body, inv, weight, y, 1, binary32);
+    scale_part(x, bf16, body, n, inv, weight, y, 0, binary32);
     simd_store_fence();
 }
 
-/* y_i = weight_i (x_i inv) in binary32 for i in [from, to) (whole vectors but the last). */
-static inline __attribute__((always_inline)) void scale_binary32_part(const void *x, int bf16, int64_t from,
-                                                                      int64_t to, vfloat inv_v, const float *weight,
-                                                                      float *y, int stream)
+static void norms_scale(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y, int stream)
 {
-    for (int64_t i = from; i < to; i += SIMD_LANES) {
-        const int64_t count = to - i;
-        const vfloat v = v_mul(v_load_first(weight + i, count), v_mul(v_load_any(x, bf16, i, count), inv_v));
-        if (stream && count >= SIMD_LANES)
-            v_stream(y + i, v);
-        else
-            v_store_first(y + i, v, count);
-    }
+    scale_row(x, bf16, n, inv, weight, y, stream, 0);
 }
 
-/* norms.h's scale_binary32; the aligned head for the non-temporal stores as norms_scale. */
 static void norms_scale_binary32(const void *x, int bf16, int64_t n, double inv, const float *weight, float *y,
                                  int stream)
 {
-    const vfloat inv_v = v_set1((float)inv);
-    if (!stream) {
-        scale_binary32_part(x, bf16, 0, n, inv_v, weight, y, 0);
-        return;
-    }
-    const int64_t past = (int64_t)(((uintptr_t)y % (SIMD_LANES * sizeof(float))) / sizeof(float));
-    const int64_t head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
-    const int64_t body = head + (n - head) / SIMD_LANES * SIMD_LANES;
-    scale_binary32_part(x, bf16, 0, head, inv_v, weight, y, 0);
-    scale_binary32_part(x, bf16, head, body, inv_v, weight, y, 1);
-    scale_binary32_part(x, bf16, body, n, inv_v, weight, y, 0);
-    simd_store_fence();
+    scale_row(x, bf16, n, inv, weight, y, stream, 1);
 }
 
-/* dx_i for i in [from, to) (whole vectors but the last), in binary32 (norms.h). */
+/* dx_i for i in [from, to) (whole vectors but the last), and sum_dy_y's terms (norms.h): in binary32
+ * (project), or in double, each dx_i rounded once and each column sum once per term (project_double;
+ * binary32 a constant where this is inlined). */
 static inline __attribute__((always_inline)) void project_part(const void *x, const void *dy, int bf16, int64_t from,
-                                                               int64_t to, const float *weight, vfloat along_v,
-                                                               vfloat inv_v, float *dx, float *sum_dy_y, int stream)
+                                                               int64_t to, const float *weight, double along,
+                                                               double inv, float *dx, float *sum_dy_y, int stream,
+                                                               int binary32)
 {
+    const vfloat along_f = v_set1((float)along), inv_f = v_set1((float)inv);
+    const vdouble along_v = vd_set1(along), inv_v = vd_set1(inv);
     for (int64_t i = from; i < to; i += SIMD_LANES) {
         const int64_t count = to - i;
         const vfloat xv = v_load_any(x, bf16, i, count), g = v_load_any(dy, bf16, i, count);
         const vfloat w = v_load_first(weight + i, count);
-        const vfloat dxv = v_mul(v_fnma(xv, along_v, v_mul(w, g)), inv_v);
+        vfloat dxv, sum = v_zero();
+        if (binary32) {
+            dxv = v_mul(v_fnma(xv, along_f, v_mul(w, g)), inv_f);
+            if (sum_dy_y)
+                sum = v_fma(g, v_mul(xv, inv_f), v_load_first(sum_dy_y + i, count));
+        } else {
+            vdouble dx_half[2], sum_half[2];
+            for (int high = 0; high <= 1; high++) {
+                const vdouble x_h = vd_half(xv, high), g_h = vd_half(g, high);
+                dx_half[high] = vd_mul(vd_fnma(x_h, along_v, vd_mul(vd_half(w, high), g_h)), inv_v);
+                if (sum_dy_y)
+                    sum_half[high] =
+                        vd_fma(g_h, vd_mul(x_h, inv_v), vd_half(v_load_first(sum_dy_y + i, count), high));
+            }
+            dxv = v_from_halves(dx_half[0], dx_half[1]);
+            if (sum_dy_y)
+                sum = v_from_halves(sum_half[0], sum_half[1]);
+        }
         if (sum_dy_y)
-            v_store_first(sum_dy_y + i, v_fma(g, v_mul(xv, inv_v), v_load_first(sum_dy_y + i, count)), count);
+            v_store_first(sum_dy_y + i, sum, count);
         if (stream && count >= SIMD_LANES)
             v_stream(dx + i, dxv);
         else
@@ -1093,67 +1110,32 @@ static inline __attribute__((always_inline)) void project_part(const void *x, co
 }
 
 /* Each element alone, as norms_scale; sum_dy_y's terms are per column. */
+static inline __attribute__((always_inline)) void project_row(const void *x, const void *dy, int bf16, int64_t n,
+                                                              const float *weight, double along, double inv,
+                                                              float *dx, float *sum_dy_y, int stream, int binary32)
+{
+    if (!stream) {
+        project_part(x, dy, bf16, 0, n, weight, along, inv, dx, sum_dy_y, 0, binary32);
+        return;
+    }
+    int64_t head, body;
+    stream_split(dx, n, &head, &body);
+    project_part(x, dy, bf16, 0, head, weight, along, inv, dx, sum_dy_y, 0, binary32);
+    project_part(x, dy, bf16, head, body, weight, along, inv, dx, sum_dy_y, 1, binary32);
+    project_part(x, dy, bf16, body, n, weight, along, inv, dx, sum_dy_y, 0, binary32);
+    simd_store_fence();
+}
+
 static void norms_project(const void *x, const void *dy, int bf16, int64_t n, const float *weight, double along,
                           double inv, float *dx, float *sum_dy_y, int stream)
 {
-    const vfloat along_v = v_set1((float)along), inv_v = v_set1((float)inv);
-    if (!stream) {
-        project_part(x, dy, bf16, 0, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
-        return;
-    }
-    const int64_t past = (int64_t)(((uintptr_t)dx % (SIMD_LANES * sizeof(float))) / sizeof(float));
-    const int64_t head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
-    const int64_t body = head + (n - head) / SIMD_LANES * SIMD_LANES;
-    project_part(x, dy, bf16, 0, head, weight, along_v, inv_v, dx, sum_dy_y, 0);
-    project_part(x, dy, bf16, head, body, weight, along_v, inv_v, dx, sum_dy_y, 1);
-    project_part(x, dy, bf16, body, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
-    simd_store_fence();
+    project_row(x, dy, bf16, n, weight, along, inv, dx, sum_dy_y, stream, 1);
 }
 
-/* norms.h's project_double: dx_i for i in [from, to) (whole vectors but the last), in double; each column
- * sum's term added in double, the sum rounded to binary32. */
-static inline __attribute__((always_inline)) void project_double_part(const void *x, const void *dy, int bf16,
-                                                                      int64_t from, int64_t to, const float *weight,
-                                                                      vdouble along_v, vdouble inv_v, float *dx,
-                                                                      float *sum_dy_y, int stream)
-{
-    for (int64_t i = from; i < to; i += SIMD_LANES) {
-        const int64_t count = to - i;
-        const vfloat xv = v_load_any(x, bf16, i, count), g = v_load_any(dy, bf16, i, count);
-        const vfloat w = v_load_first(weight + i, count);
-        vdouble dx_half[2], sum_half[2];
-        for (int high = 0; high <= 1; high++) {
-            const vdouble x_h = vd_half(xv, high), g_h = vd_half(g, high);
-            const vdouble wg = vd_mul(vd_half(w, high), g_h);
-            dx_half[high] = vd_mul(vd_fnma(x_h, along_v, wg), inv_v);
-            if (sum_dy_y)
-                sum_half[high] = vd_fma(g_h, vd_mul(x_h, inv_v), vd_half(v_load_first(sum_dy_y + i, count), high));
-        }
-        if (sum_dy_y)
-            v_store_first(sum_dy_y + i, v_from_halves(sum_half[0], sum_half[1]), count);
-        if (stream && count >= SIMD_LANES)
-            v_stream(dx + i, v_from_halves(dx_half[0], dx_half[1]));
-        else
-            v_store_first(dx + i, v_from_halves(dx_half[0], dx_half[1]), count);
-    }
-}
-
-/* The same, in double (norms.h). */
 static void norms_project_double(const void *x, const void *dy, int bf16, int64_t n, const float *weight,
                                  double along, double inv, float *dx, float *sum_dy_y, int stream)
 {
-    const vdouble along_v = vd_set1(along), inv_v = vd_set1(inv);
-    if (!stream) {
-        project_double_part(x, dy, bf16, 0, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
-        return;
-    }
-    const int64_t past = (int64_t)(((uintptr_t)dx % (SIMD_LANES * sizeof(float))) / sizeof(float));
-    const int64_t head = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
-    const int64_t body = head + (n - head) / SIMD_LANES * SIMD_LANES;
-    project_double_part(x, dy, bf16, 0, head, weight, along_v, inv_v, dx, sum_dy_y, 0);
-    project_double_part(x, dy, bf16, head, body, weight, along_v, inv_v, dx, sum_dy_y, 1);
-    project_double_part(x, dy, bf16, body, n, weight, along_v, inv_v, dx, sum_dy_y, 0);
-    simd_store_fence();
+    project_row(x, dy, bf16, n, weight, along, inv, dx, sum_dy_y, stream, 0);
 }
 
 const lacs_cpu_norm_kernels NORM_KERNELS = {
