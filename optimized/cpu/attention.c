@@ -821,8 +821,12 @@ static void path_block_task(void *context, int64_t item, int thread)
     const int64_t ld_tile = 3 * BLOCK, ld_gram = 2 * BLOCK, ld_x = K + BLOCK;
     transpose_block(p->w, p->H, K, h, t0, nb, tile + BLOCK, ld_tile);
     transpose_block(p->k, p->H, K, h, t0, nb, tile + 2 * BLOCK, ld_tile);
-    /* [W W^T | W K^T] in one GEMM over the tile's W^T and K^T columns */
-    p->gemm->sgemm(nb, 2 * BLOCK, K, p->w + (t0 * p->H + h) * K, p->H * K, tile + BLOCK, ld_tile, gram, ld_gram, 0);
+    /* [W W^T | W K^T], two GEMMs over the tile's W^T and K^T columns; only their strictly lower parts are read
+     * (L, and W K^T's t > j), so the tiles wholly above the diagonal are skipped (C_LOWER: left as they were) */
+    const float *W = p->w + (t0 * p->H + h) * K;
+    p->gemm->sgemm_general(nb, nb, K, W, p->H * K, tile + BLOCK, ld_tile, gram, ld_gram, 0.0f, LACS_GEMM_C_LOWER);
+    p->gemm->sgemm_general(nb, nb, K, W, p->H * K, tile + 2 * BLOCK, ld_tile, gram + BLOCK, ld_gram, 0.0f,
+                           LACS_GEMM_C_LOWER);
     /* right-hand sides [W | (W K^T) (.) [t > j]], and -L in place of W W^T's lower part */
     for (int64_t t = 0; t < nb; t++) {
         float *x = X + t * ld_x;
@@ -835,8 +839,10 @@ static void path_block_task(void *context, int64_t item, int thread)
     /* (I + diag(beta) L) X = diag(beta) RHS: x_t = beta_t (rhs_t - sum_{s<t} L_ts x_s), a panel of rows at a time */
     for (int64_t r0 = 0; r0 < nb; r0 += SOLVE_PANEL) {
         const int64_t r1 = r0 + SOLVE_PANEL < nb ? r0 + SOLVE_PANEL : nb;
-        if (r0 > 0) /* the rows before the panel: X[r0:r1] += (-L)[r0:r1, 0:r0] X[0:r0] */
-            p->gemm->sgemm(r1 - r0, ld_x, r0, gram + r0 * ld_gram, ld_gram, X, ld_x, X + r0 * ld_x, ld_x, 1);
+        /* the rows before the panel: X[r0:r1] += (-L)[r0:r1, 0:r0] X[0:r0], over the columns where X[0:r0] is
+         * not zero: W's K, and DC's j < r0 (DC_sj = 0 for j >= s: the right-hand side is, and the solve keeps it) */
+        if (r0 > 0)
+            p->gemm->sgemm(r1 - r0, K + r0, r0, gram + r0 * ld_gram, ld_gram, X, ld_x, X + r0 * ld_x, ld_x, 1);
         for (int64_t t = r0; t < r1; t++) {
             float *x = X + t * ld_x;
             for (int64_t s = r0; s < t; s++) {
@@ -932,22 +938,28 @@ static void path_query_task(void *context, int64_t item_index, int thread)
     const float *Q = p->q + (i0 * p->H + h) * K;
     running_start(&r, rows);
 
-    /* the diagonal block: [Q W^T | Q K^T], then Q W^T masked to t <= i */
+    /* the diagonal block: [Q W^T | Q K^T], two GEMMs of which only the lower triangles are read (t <= i, j <= i;
+     * the logits above are masked, softmax_step), then Q W^T masked to t <= i */
     const float *own_tile = path_tile(p, job->pb, head_in_pass, it->index);
-    p->gemm->sgemm(rows, 2 * BLOCK, K, Q, p->H * K, own_tile + BLOCK, ld_tile, S, ld_s, 0);
+    p->gemm->sgemm_general(rows, rows, K, Q, p->H * K, own_tile + BLOCK, ld_tile, S, ld_s, 0.0f, LACS_GEMM_C_LOWER);
+    p->gemm->sgemm_general(rows, rows, K, Q, p->H * K, own_tile + 2 * BLOCK, ld_tile, S + BLOCK, ld_s, 0.0f,
+                           LACS_GEMM_C_LOWER);
     for (int64_t row = 0; row < rows; row++)
         for (int64_t t = row + 1; t < BLOCK; t++)
             S[row * ld_s + t] = 0.0f;
     for (int64_t row = 0; row < rows; row++)
         memcpy(Y + row * K, Q + row * p->H * K, (size_t)K * sizeof(float));
     const float *minus_dc = path_minus_dc(p, job->pb, head_in_pass, it->index);
-    /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part */
-    p->gemm->sgemm_general(rows, rows, rows, S, ld_s, minus_dc, BLOCK, S + BLOCK, ld_s, 1.0f, LACS_GEMM_A_LOWER);
+    /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part; and
+     * times -DC (DC_tj = 0 for j >= t) it is lower triangular too, as the logits it corrects */
+    p->gemm->sgemm_general(rows, rows, rows, S, ld_s, minus_dc, BLOCK, S + BLOCK, ld_s, 1.0f,
+                           LACS_GEMM_A_LOWER | LACS_GEMM_C_LOWER);
     p->gemm->sgemm_general(rows, K, rows, S, ld_s, path_minus_u(p, job->pb, head_in_pass, it->index), K, Y, K, 1.0f,
                            LACS_GEMM_A_LOWER);
     softmax_step(p, &rule, it->start, i0, rows, i0, rows, S + BLOCK, ld_s, &r);
+    /* the weights are 0 above the diagonal (j > i): lower triangular */
     p->gemm->sgemm_packed(rows, p->V, rows, S + BLOCK, ld_s, value_tile(p, job->pb->value_tiles, head_in_pass, it->index),
-                          r.out, p->V, 1.0f, 0);
+                          r.out, p->V, 1.0f, LACS_GEMM_A_LOWER);
 
     /* the earlier blocks, walking back: those of the query block's own fold one by one, Y carried over each;
      * then the earlier folds, Y at a fold's top reading its blocks' keys carried there, and carried over the
@@ -1080,11 +1092,14 @@ int lacs_cpu_attention(const lacs_cpu_call *c)
 
 /* The dense products of the blocked algorithms above for one head of one
  * sequence of T tokens: per query block, the logits and the weighted values
- * of every key block up to the diagonal (computed whole: the mask acts after
- * the product), and for PaTH its transitions' work (path_block_task: the
- * Gram products, the UT solve, K~ and M; path_query_task: the diagonal
- * block's extra products and Y carried over each block of its own fold and
- * each earlier fold; path_fold_task: the folds' carried keys and products). */
+ * of every key block up to the diagonal (softmax_attn, fox: computed whole,
+ * the mask acting after the product; PaTH: the diagonal block's lower
+ * triangle, its products skipping the rest), and for PaTH its transitions'
+ * work (path_block_task: the Gram products' lower triangles, the UT solve,
+ * K~ and M; path_query_task: the diagonal block's Q W^T (its Q K^T is the
+ * logits above) and its -DC and -U products, and Y carried over each block of
+ * its own fold and each earlier fold; path_fold_task: the folds' carried
+ * keys and products). The triangles are counted as half squares. */
 double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
 {
     const int path = strcmp(op, "path_attn") == 0;
@@ -1097,7 +1112,7 @@ double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
     for (int64_t a = 0; a * BLOCK < T; a++) {
         const double rows = (double)(T - a * BLOCK < BLOCK ? T - a * BLOCK : BLOCK);
         for (int64_t b = 0; b <= a; b++) {
-            const double keys = b == a ? rows : BLOCK;
+            const double keys = b < a ? BLOCK : path ? rows / 2 : rows;
             flops += 2 * rows * keys * (double)(K + V);
             /* Y carried over each block of the query block's fold, over each earlier fold at once */
             if (path && b > 0 && b < a && (fold == 1 || b >= a / fold * fold || b % fold == 0))
@@ -1106,12 +1121,12 @@ double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
         if (path && fold > 1 && a % fold == fold - 1) /* path_fold_task: the carried keys and the P's */
             flops += (double)(fold - 1) * 2 * (double)K * (double)K * BLOCK + (double)fold * 2 * (double)K * K * K;
         if (path) {
-            flops += 2 * rows * 2 * BLOCK * (double)K               /* [W W^T | W K^T] */
-                     + rows * rows * (double)(K + BLOCK)             /* the UT solve */
-                     + 2 * (double)K * rows * rows                   /* K~ */
-                     + 2 * (double)K * (double)K * rows              /* M */
-                     + 2 * rows * 2 * BLOCK * (double)K              /* the diagonal [Q W^T | Q K^T] */
-                     + rows * rows * rows + rows * rows * K;         /* its -DC and -U products (triangular) */
+            flops += 2 * rows * rows * (double)K                  /* [W W^T | W K^T], lower triangles */
+                     + rows * rows * (double)K + rows * rows * rows / 3 /* the UT solve: W's columns, DC's */
+                     + 2 * (double)K * rows * rows                /* K~ */
+                     + 2 * (double)K * (double)K * rows           /* M */
+                     + rows * rows * (double)K                    /* the diagonal Q W^T, lower triangle */
+                     + rows * rows * rows / 3 + rows * rows * K;  /* its -DC (both triangular) and -U products */
         }
     }
     return flops;
