@@ -534,10 +534,13 @@ static void attend_task(void *context, int64_t item_index, int thread)
             break;
         const int64_t index = it->index - (it->block - b);
         const float *tile = key_tile(p, job->key_tiles, h - job->base.first_head / p->group, index);
-        p->gemm->sgemm_packed(rows, n, p->K, Q, p->H * p->K, tile, S, BLOCK, 0.0f, 0);
+        /* the diagonal block: only its lower triangle of logits is visible (the others are masked by softmax_step,
+         * which writes them whole), and its weights above the diagonal are 0, so both products skip that part */
+        const int diagonal = b == it->block;
+        p->gemm->sgemm_packed(rows, n, p->K, Q, p->H * p->K, tile, S, BLOCK, 0.0f, diagonal ? LACS_GEMM_C_LOWER : 0);
         softmax_step(p, &rule, it->start, i0, rows, j0, n, S, BLOCK, &r);
         p->gemm->sgemm_packed(rows, p->V, n, S, BLOCK, value_tile(p, job->value_tiles, hv - job->base.first_head, index),
-                              r.out, p->V, 1.0f, 0);
+                              r.out, p->V, 1.0f, diagonal ? LACS_GEMM_A_LOWER : 0);
     }
     write_rows(p, &r, job->normalised, i0, rows, hv, job->dest);
 }
@@ -1092,9 +1095,8 @@ int lacs_cpu_attention(const lacs_cpu_call *c)
 
 /* The dense products of the blocked algorithms above for one head of one
  * sequence of T tokens: per query block, the logits and the weighted values
- * of every key block up to the diagonal (softmax_attn, fox: computed whole,
- * the mask acting after the product; PaTH: the diagonal block's lower
- * triangle, its products skipping the rest), and for PaTH its transitions'
+ * of every key block up to the diagonal (of the diagonal block its lower
+ * triangle: the products skip the rest), and for PaTH its transitions'
  * work (path_block_task: the Gram products' lower triangles, the UT solve,
  * K~ and M; path_query_task: the diagonal block's Q W^T (its Q K^T is the
  * logits above) and its -DC and -U products, and Y carried over each block of
@@ -1112,7 +1114,7 @@ double lacs_cpu_attention_flops(const char *op, int64_t T, int64_t K, int64_t V)
     for (int64_t a = 0; a * BLOCK < T; a++) {
         const double rows = (double)(T - a * BLOCK < BLOCK ? T - a * BLOCK : BLOCK);
         for (int64_t b = 0; b <= a; b++) {
-            const double keys = b < a ? BLOCK : path ? rows / 2 : rows;
+            const double keys = b < a ? BLOCK : rows / 2; /* the diagonal block's lower triangle */
             flops += 2 * rows * keys * (double)(K + V);
             /* Y carried over each block of the query block's fold, over each earlier fold at once */
             if (path && b > 0 && b < a && (fold == 1 || b >= a / fold * fold || b % fold == 0))
