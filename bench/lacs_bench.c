@@ -14,10 +14,12 @@
  * path against an AVX2 machine's yardstick), a stream copy, and builtin:cpu's
  * own GEMM at the chunk and block shapes (the rooflines of the summary).
  * Each line also measures its anchor beside its calls (the copy, or the
- * GEMM at its shape, alternating with them in the same child): the copy is
- * what its bandwidth ratio divides by, and the GEMM's drift from the run's
- * anchor rescales the sgemm anchor, so that a ratio measures the kernel
- * rather than how the machine's load moved in between.
+ * GEMM at its shape, alternating with them in the same child, round by
+ * round): a ratio is the calls' rate against that anchor in the same round
+ * (the median over the rounds), times, for sgemm, that anchor's against
+ * OpenBLAS's in the run's anchor rounds (the median of their quotients), so
+ * that it measures the kernel rather than how the machine's load moved in
+ * between.
  * After them, the summary: one `target` line per goal of issue 21 and
  * instruction set, PASS or BELOW (with the measured bound that limits the
  * figure), reports rather than failures.
@@ -66,7 +68,7 @@
 #define COPY_PASSES 5
 #define SGEMM_PASSES 3
 /* The anchors are measured in this many rounds, each anchor once a round in turn, the best of each kept. */
-#define ANCHOR_ROUNDS 3
+#define ANCHOR_ROUNDS 5
 /* The norms' compute roofline: the same op on one thread, on its first rows,
  * NORM_IN_CACHE_BYTES of fp32 input (in that core's L2 with the other
  * operands), times the run's threads. On the run's threads and 256 KiB a
@@ -625,7 +627,9 @@ typedef struct {
     int repeats;
     double bytes;             /* every input and output once */
     double value;             /* an anchor's figure (GFLOP/s, GB/s); the norms' in-cache GB/s */
-    double beside;            /* builtin:cpu: its anchor measured beside it (GEMM GFLOP/s or copy GB/s) */
+    double beside;            /* builtin:cpu: its anchor measured beside it (GEMM GFLOP/s or copy GB/s), best */
+    double per_beside;        /* builtin:cpu: the median over the rounds of 1 / (the round's best call's seconds x
+                               * the anchor beside in that round), time_calls */
     int threads;              /* an anchor's threads */
     int64_t reference_T;
     double reference_scaled_seconds;
@@ -1036,7 +1040,9 @@ static void gemm_rate_job(const void *argument, child_result *r)
     gemm_rate_close(&g);
 }
 
-/* The anchors of one instruction set. */
+/* The anchors of one instruction set: OpenBLAS's best round, and builtin:cpu's as that times the median over the
+ * rounds of their quotient to OpenBLAS's in the same round (main: the quotients are what the ratios and bounds
+ * use, and a round measures both in the same spell of the machine's load). */
 typedef struct {
     const char *isa;
     double sgemm_gflops;       /* OpenBLAS, the set's yardstick */
@@ -1066,7 +1072,7 @@ static const gemm_rate_request chunk_shape = {128, 128, 128, 0}, chunk_bf16_shap
  * measures the load as much as the kernel. Prefill lines: builtin:cpu's GEMM
  * at the anchor's shape (chunk or block); decode and the norms: the stream
  * copy (64 MiB into 64 MiB, beyond the caches). */
-#define BESIDE_ROUNDS 3
+#define BESIDE_ROUNDS 5
 #define BESIDE_COPY_BYTES ((size_t)64 << 20)
 
 typedef struct {
@@ -1074,6 +1080,7 @@ typedef struct {
     copy_context copy;
     gemm_rate_context gemm;
     double best_seconds;
+    double round_seconds[BESIDE_ROUNDS];
 } beside_anchor;
 
 static int beside_open(beside_anchor *b, const bench_config *c)
@@ -1087,16 +1094,20 @@ static int beside_open(beside_anchor *b, const bench_config *c)
                           lacs_cpu_threads());
 }
 
-static void beside_round(beside_anchor *b)
+static void beside_round(beside_anchor *b, int round)
 {
-    b->best_seconds = fmin(b->best_seconds, b->is_copy ? copy_pass(&b->copy) : gemm_rate_round(&b->gemm));
+    b->round_seconds[round] = b->is_copy ? copy_pass(&b->copy) : gemm_rate_round(&b->gemm);
+    b->best_seconds = fmin(b->best_seconds, b->round_seconds[round]);
 }
 
-/* GB/s of the copy, GFLOP/s of the GEMM. */
-static double beside_value(beside_anchor *b)
+/* GB/s of the copy, GFLOP/s of the GEMM, for a pass of `seconds`. */
+static double beside_rate(const beside_anchor *b, double seconds)
 {
-    return b->is_copy ? 2.0 * (double)b->copy.bytes / b->best_seconds / 1e9 : gemm_rate_gflops(&b->gemm, b->best_seconds);
+    return b->is_copy ? 2.0 * (double)b->copy.bytes / seconds / 1e9 : gemm_rate_gflops(&b->gemm, seconds);
 }
+
+/* The best pass's. */
+static double beside_value(const beside_anchor *b) { return beside_rate(b, b->best_seconds); }
 
 static void beside_close(beside_anchor *b)
 {
@@ -1106,21 +1117,41 @@ static void beside_close(beside_anchor *b)
         gemm_rate_close(&b->gemm);
 }
 
+/* The median of n values (n <= 16), NaN for none. */
+static double median_of(const double *values, int n)
+{
+    double sorted[16];
+    if (n <= 0 || n > 16)
+        return NAN;
+    for (int i = 0; i < n; i++) { /* insertion sort */
+        int j = i;
+        for (; j > 0 && sorted[j - 1] > values[i]; j--)
+            sorted[j] = sorted[j - 1];
+        sorted[j] = values[i];
+    }
+    return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
 /* The best of at least `repeats` calls, or of as many as add up to
  * MIN_TIMED_S when they are shorter (at most MAX_REPEATS), after a warm-up
  * call (untimed: first-touch page faults), in BESIDE_ROUNDS rounds, each
- * after a round of the anchor beside (NULL: none). Returns the status;
- * *seconds, *repeats_done. */
+ * after a pass of the anchor beside (NULL: none). Returns the status;
+ * *seconds, *repeats_done, and *per_beside: the median over the rounds of
+ * 1 / (the round's best call x the round's anchor rate). A shared machine
+ * moves between slower and faster spells that last from seconds to minutes
+ * (this one by 0.7x, section "anchor" of bench/README.md): a call and the
+ * anchor beside it in the same round see the same spell, and the median
+ * drops a round that a change of spell cut in two. */
 static int time_calls(const bench_config *c, tensor_set *s, int repeats, beside_anchor *beside, double *seconds,
-                      int *repeats_done)
+                      int *repeats_done, double *per_beside)
 {
     int rc = lacs_cpu_run(c->op, s->inputs, s->n_inputs, s->params, s->n_params, s->outputs, s->n_outputs);
-    double best = INFINITY;
-    int done = 0;
+    double best = INFINITY, matched[BESIDE_ROUNDS];
+    int done = 0, rounds = 0;
     for (int round = 0; round < BESIDE_ROUNDS && rc == LACS_OK; round++) {
         if (beside)
-            beside_round(beside);
-        double total = 0;
+            beside_round(beside, round);
+        double total = 0, round_best = INFINITY;
         const int round_repeats = (repeats * (round + 1) + BESIDE_ROUNDS - 1) / BESIDE_ROUNDS - done;
         for (int call = 0; rc == LACS_OK && done < MAX_REPEATS && (call < round_repeats || call == 0 ||
                                                                   total < MIN_TIMED_S / BESIDE_ROUNDS);
@@ -1129,12 +1160,17 @@ static int time_calls(const bench_config *c, tensor_set *s, int repeats, beside_
             rc = lacs_cpu_run(c->op, s->inputs, s->n_inputs, s->params, s->n_params, s->outputs, s->n_outputs);
             const double dt = now_seconds() - t0;
             best = dt < best ? dt : best;
+            round_best = dt < round_best ? dt : round_best;
             total += dt;
             done++;
         }
+        if (beside && rc == LACS_OK)
+            matched[rounds++] = 1.0 / (round_best * beside_rate(beside, beside->round_seconds[round]));
     }
     *seconds = best;
     *repeats_done = done;
+    if (per_beside)
+        *per_beside = median_of(matched, rounds);
     return rc;
 }
 
@@ -1159,7 +1195,7 @@ static void cpu_job(const void *argument, child_result *r)
         return;
     }
     r->bytes = problem_bytes(&s);
-    rc = time_calls(c, &s, c->repeats, &beside, &r->seconds, &r->repeats);
+    rc = time_calls(c, &s, c->repeats, &beside, &r->seconds, &r->repeats, &r->per_beside);
     free_problem(&s);
     if (rc == LACS_OK && c->mode == MODE_ELEMENTWISE) {
         const int threads = lacs_cpu_threads();
@@ -1171,7 +1207,7 @@ static void cpu_job(const void *argument, child_result *r)
         setenv("LACS_THREADS", "1", 1); /* this child's: restored below */
         rc = build_problem(c, rows > 0 ? rows : 1, &s);
         if (rc == LACS_OK)
-            rc = time_calls(c, &s, 20, NULL, &seconds, &repeats);
+            rc = time_calls(c, &s, 20, NULL, &seconds, &repeats, NULL);
         setenv("LACS_THREADS", threads_text, 1);
         r->value = problem_bytes(&s) / seconds / 1e9 * threads;
         free_problem(&s);
@@ -1298,7 +1334,8 @@ typedef struct {
     double ratio_vs_bandwidth;
     double in_cache_ratio_vs_bandwidth; /* the norms: their compute roofline against the copy */
     double workspace_mb;                /* peak RSS less the inputs and outputs */
-    double drift;                       /* the anchor beside the calls / the run's anchor */
+    double drift;                       /* the anchor beside the calls (best) / the run's anchor: for the reader */
+    double per_beside;                  /* child_result's: the time of a call against its anchor beside */
 } config_outcome;
 
 /* ` key=value`, or ` key=na` when the value is not a number. */
@@ -1334,15 +1371,19 @@ static void run_config(const bench_config *c, const anchors *a, const options *o
                                   : family_of(c->op) == FAMILY_ATTENTION ? a->per_isa[i].block_gflops
                                                                          : a->per_isa[i].chunk_gflops;
         const double beside = ok ? cpu.beside : NAN, drift = beside / run_anchor;
+        const double per_beside = ok ? cpu.per_beside : NAN;
         config_outcome *outcome = &outcomes[i];
+        /* the ratios: the call's rate against the anchor beside it, round by round (per_beside), times, for
+         * sgemm, that anchor's against OpenBLAS's in the run's anchor rounds */
         *outcome = (config_outcome){cpu.status,
                                     time_s,
                                     (double)(c->B * c->T) / time_s,
-                                    gflops / (a->per_isa[i].sgemm_gflops * drift),
-                                    gb_per_s / beside,
+                                    flops / 1e9 * per_beside * run_anchor / a->per_isa[i].sgemm_gflops,
+                                    cpu.bytes / 1e9 * per_beside,
                                     ok && c->mode == MODE_ELEMENTWISE ? cpu.value / beside : NAN,
                                     peak_rss_mb - cpu.bytes / (1 << 20),
-                                    drift};
+                                    drift,
+                                    per_beside};
 
         printf("bench op=%s impl=builtin:cpu isa=%s tier=%s mode=%s B=%lld T=%lld H=%lld HV=%lld K=%lld V=%lld",
                c->op, opt->isas[i], c->bf16 ? "bf16" : "fp32", mode_names[c->mode], (long long)c->B,
@@ -1462,14 +1503,15 @@ static void print_summary(const bench_config *configs, config_outcome (*outcomes
              * the fp32 kernels on widened operands, where vdpbf16ps is the slower (lacs_cpu_bf16_products) */
             double bound = 1.0;
             if (native_bf16 && fp32 && fp32->status == STATUS_OK) {
-                const double share = fmin(1.0, config_algorithm_flops(&shape) /
-                                                   (ia->chunk_gflops * fp32->drift * 1e9) / fp32->time_s);
+                /* the products' time at the GEMM's rate beside, against the call's: flops x per_beside */
+                const double share = fmin(1.0, config_algorithm_flops(&shape) / 1e9 * fp32->per_beside);
                 bound = fmax(1.0, 1.0 / ((1.0 - share) + share * ia->chunk_gflops / ia->chunk_bf16_gflops));
             }
             snprintf(what, sizeof what, "op=%s tier=bf16 mode=prefill T=%lld", op, (long long)prefill_T);
             print_target(isa, what, "tokens_per_s_vs_fp32",
                          native_bf16 ? GOAL_BF16_VS_FP32_AVX512 : GOAL_BF16_VS_FP32_AVX2,
-                         why_not ? NAN : (bf16->tokens_per_s / bf16->drift) / (fp32->tokens_per_s / fp32->drift),
+                         /* the same tokens, each line's calls against its anchor beside */
+                         why_not ? NAN : bf16->per_beside / fp32->per_beside,
                          why_not, bound,
                          native_bf16
                              ? "max(1,1/((1-f)+f*chunk_sgemm/chunk_bgemm)),f=fp32_products_time/fp32_time"
@@ -1614,12 +1656,12 @@ int main(int argc, char **argv)
     anchors a;
     memset(&a, 0, sizeof a);
     int errors = 0;
-    child_result r;
     double rss;
     const int sgemm_n = opt.quick ? 512 : 2048;
-    /* ANCHOR_ROUNDS rounds, each measuring every anchor once in turn, the best of each kept: the ratios divide
-     * one anchor by another (builtin:cpu's GEMM by OpenBLAS's, section "bound"), and on a shared machine two
-     * anchors measured seconds apart differ by the load as much as by their kernels */
+    /* ANCHOR_ROUNDS rounds, each measuring every anchor once in turn. The ratios and bounds divide one anchor by
+     * another (builtin:cpu's GEMM by OpenBLAS's); a shared machine moves between slower and faster spells lasting
+     * seconds to minutes, so each quotient is taken within a round, and its median over the rounds kept (a round
+     * that a change of spell cut in two is dropped); OpenBLAS's own figure is its best round. */
     typedef struct {
         const char *name;
         const gemm_rate_request *shape; /* NULL: OpenBLAS's sgemm */
@@ -1629,24 +1671,16 @@ int main(int argc, char **argv)
                                         {"chunk_bgemm", &chunk_bf16_shape},
                                         {"block_sgemm", &block_shape}};
     enum { N_KINDS = sizeof kinds / sizeof kinds[0] };
-    child_result best[MAX_ISAS][N_KINDS], best_copy;
-    memset(best, 0, sizeof best);
-    memset(&best_copy, 0, sizeof best_copy);
+    static child_result measured[ANCHOR_ROUNDS][MAX_ISAS][N_KINDS], copies[ANCHOR_ROUNDS];
     for (int round = 0; round < ANCHOR_ROUNDS; round++) {
         for (int i = 0; i < opt.n_isas; i++)
             for (int k = 0; k < N_KINDS; k++) {
                 if (kinds[k].shape)
-                    run_in_child(gemm_rate_job, kinds[k].shape, opt.isas[i], limit_s, &r, &rss);
+                    run_in_child(gemm_rate_job, kinds[k].shape, opt.isas[i], limit_s, &measured[round][i][k], &rss);
                 else
-                    run_sgemm_anchor(sgemm_n, anchor_coretype(opt.isas[i]), limit_s, &r);
-                child_result *kept = &best[i][k];
-                /* the best rate of the rounds; a failure in any round is the anchor's */
-                if (round == 0 || (kept->status == STATUS_OK && (r.status != STATUS_OK || r.value > kept->value)))
-                    *kept = r;
+                    run_sgemm_anchor(sgemm_n, anchor_coretype(opt.isas[i]), limit_s, &measured[round][i][k]);
             }
-        run_in_child(copy_job, NULL, NULL, limit_s, &r, &rss);
-        if (round == 0 || (best_copy.status == STATUS_OK && (r.status != STATUS_OK || r.value > best_copy.value)))
-            best_copy = r;
+        run_in_child(copy_job, NULL, NULL, limit_s, &copies[round], &rss);
     }
     for (int i = 0; i < opt.n_isas; i++) {
         isa_anchors *ia = &a.per_isa[i];
@@ -1654,22 +1688,38 @@ int main(int argc, char **argv)
         double *const values[N_KINDS] = {&ia->sgemm_gflops, &ia->chunk_gflops, &ia->chunk_bf16_gflops,
                                          &ia->block_gflops};
         for (int k = 0; k < N_KINDS; k++) {
-            const child_result *kept = &best[i][k];
-            *values[k] = kept->status == STATUS_OK ? kept->value : NAN;
+            /* the best round, its threads and kernel; a failure in any round is the anchor's */
+            const child_result *kept = &measured[0][i][k];
+            double quotients[ANCHOR_ROUNDS];
+            for (int round = 0; round < ANCHOR_ROUNDS; round++) {
+                const child_result *m = &measured[round][i][k], *openblas = &measured[round][i][0];
+                if (kept->status == STATUS_OK && (m->status != STATUS_OK || m->value > kept->value))
+                    kept = m;
+                quotients[round] = m->status == STATUS_OK && openblas->status == STATUS_OK ? m->value / openblas->value
+                                                                                           : NAN;
+            }
+            const double vs_sgemm = median_of(quotients, ANCHOR_ROUNDS);
+            *values[k] = kept->status != STATUS_OK ? NAN : k == 0 ? kept->value : ia->sgemm_gflops * vs_sgemm;
             errors += kept->status != STATUS_OK;
             printf("anchor name=%s isa=%s", kinds[k].name, opt.isas[i]);
             if (kinds[k].shape)
                 printf(" impl=builtin:cpu");
-            print_field("gflops", "%.1f", *values[k]);
-            if (kinds[k].shape)
+            print_field("gflops", "%.1f", kept->status == STATUS_OK ? kept->value : NAN);
+            if (kinds[k].shape) {
+                print_field("vs_sgemm", "%.3f", kept->status == STATUS_OK ? vs_sgemm : NAN);
                 printf(" m=%lld n=%lld k=%lld threads=%d", (long long)kinds[k].shape->m,
                        (long long)kinds[k].shape->n, (long long)kinds[k].shape->k, kept->threads);
-            else
+            } else
                 printf(" n=%d threads=%d passes=%d openblas_core=%s", sgemm_n, kept->threads, SGEMM_PASSES,
                        kept->core[0] ? kept->core : "na");
             printf(" rounds=%d status=%s\n", ANCHOR_ROUNDS, status_names[kept->status]);
         }
     }
+    child_result best_copy = copies[0];
+    for (int round = 1; round < ANCHOR_ROUNDS; round++)
+        if (best_copy.status == STATUS_OK &&
+            (copies[round].status != STATUS_OK || copies[round].value > best_copy.value))
+            best_copy = copies[round];
     a.copy_gb_per_s = best_copy.status == STATUS_OK ? best_copy.value : NAN;
     errors += best_copy.status != STATUS_OK;
     printf("anchor name=copy");
