@@ -67,7 +67,8 @@
 #define COPY_BYTES ((size_t)256 << 20)
 #define COPY_PASSES 5
 #define SGEMM_PASSES 3
-/* The anchors are measured in this many rounds, each anchor once a round in turn, the best of each kept. */
+/* The anchors are measured in this many rounds, each anchor once a round in turn (main: OpenBLAS's best round,
+ * builtin:cpu's by their median quotient to it within a round). */
 #define ANCHOR_ROUNDS 5
 /* The norms' compute roofline: the same op on one thread, on its first rows,
  * NORM_IN_CACHE_BYTES of fp32 input (in that core's L2 with the other
