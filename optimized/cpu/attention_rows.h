@@ -47,7 +47,21 @@ float ATTENTION_EXP_ROW(int64_t n, float *x, float max, int normalised)
     vfloat sum_v = v_zero();
     for (int64_t j = 0; j < n; j += SIMD_LANES) {
         const int64_t count = n - j;
-        vfloat p = v_exp(v_sub(v_load_first(x + j, count), max_v));
+        const vfloat d = v_sub(v_load_first(x + j, count), max_v);
+        if (normalised) {
+            /* v_exp's common case without its clamps (d <= 0 here, or NaN): every lane's n in [-125, 127] (false
+             * for NaN), where the clamps change nothing and each weight is at least 0.7 2^-125, none to drop;
+             * v_exp and the drop otherwise (a masked logit's -inf, a weight below 2^-125): the same bits */
+            vfloat n_pow;
+            const vfloat er = v_exp_reduced(d, &n_pow);
+            if (vm_all(vm_and(vm_ge(n_pow, v_set1(-125.0f)), vm_le(n_pow, v_set1(127.0f))))) {
+                const vfloat p = v_scale_pow2_normal(er, n_pow);
+                v_store_first(x + j, p, count);
+                sum_v = v_add(sum_v, v_zero_unless(vm_first(count), p));
+                continue;
+            }
+        }
+        vfloat p = v_exp(d);
         p = v_select(vm_lt(p, smallest), p, v_zero()); /* vm_lt is false for NaN: a NaN is kept */
         v_store_first(x + j, p, count);
         sum_v = v_add(sum_v, v_zero_unless(vm_first(count), p));

@@ -240,8 +240,8 @@ static inline vmask tame_factor(vfloat v)
 
 /* tanh(u) and sech^2(u) for |u| <= 9.5 from one exp and one reciprocal:
  * E = expm1(2|u|) = (2^n - 1) + 2^n p with one FMA (tanh_core's; E = p
- * itself for n = 0: no cancellation near 0), r = 1 / (E + 2) (the
- * reciprocal refined by one Newton step), tanh(|u|) = E r and
+ * itself for n = 0: no cancellation near 0), r = 1 / (E + 2) (correctly
+ * rounded, v_reciprocal_fine), tanh(|u|) = E r and
  * sech^2 = 4 (1 + E) r^2 (= 1 - tanh^2 without its cancellation; E + 2 <=
  * 2e8, so nothing overflows); u itself below |u| = 2^-12, where sech^2 = 1
  * to fp32 rounding. About 3 ulp each. */

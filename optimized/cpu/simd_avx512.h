@@ -36,7 +36,7 @@
  *   v_round_small_pow2(v, &power) v_round_small(v), and power = v_pow2 of it (avx2: from the same sum)
  *   v_scale_pow2_normal(p, n)     p 2^n where it is normal (n integral): exact, as v_scale_pow2 gives it
  *   v_reciprocal(d)               1 / d to a relative error below 2^-14
- *   v_reciprocal_fine(d)          1 / d to a relative error below 2^-27
+ *   v_reciprocal_fine(d)          1 / d correctly rounded
  *   v_reduce_add(v), v_reduce_max(v)
  *   vd_half(v, high)              the low (high = 0) or high half of v as doubles (exact)
  *   v_from_halves(lo, hi)         two vdouble rounded to one vfloat
@@ -172,11 +172,11 @@ static inline vfloat v_round_small_pow2(vfloat v, vfloat *power)
 static inline vfloat v_scale_pow2_normal(vfloat p, vfloat n) { return _mm512_scalef_ps(p, n); }
 /* vrcp14ps: relative error below 2^-14. */
 static inline vfloat v_reciprocal(vfloat d) { return _mm512_rcp14_ps(d); }
-/* vrcp14ps refined by one Newton step */
+/* 1 / d correctly rounded (a division: one instruction, where vrcp14ps and a Newton step are three; the VJPs of
+ * DyT ran 3 % faster with it, optimized/cpu/README.md section 6) */
 static inline vfloat v_reciprocal_fine(vfloat d)
 {
-    const __m512 estimate = _mm512_rcp14_ps(d);
-    return _mm512_fmadd_ps(estimate, _mm512_fnmadd_ps(d, estimate, _mm512_set1_ps(1.0f)), estimate);
+    return _mm512_div_ps(_mm512_set1_ps(1.0f), d);
 }
 static inline float v_reduce_add(vfloat v) { return _mm512_reduce_add_ps(v); }
 static inline float v_reduce_max(vfloat v) { return _mm512_reduce_max_ps(v); }

@@ -33,11 +33,14 @@
 #ifndef LACS_CPU_SIMD_MATH_H
 #define LACS_CPU_SIMD_MATH_H
 
-static inline vfloat v_exp(vfloat x)
+/* e_r and n of exp(x) = 2^n e_r (the comment above), for x in [-110, 89]
+ * (v_exp clamps first; a caller may pass any x and use the result only
+ * where n turns out in [-125, 127], which x outside that range never gives:
+ * there the clamps change nothing). */
+static inline vfloat v_exp_reduced(vfloat x, vfloat *n_out)
 {
-    x = v_max(v_set1(-110.0f), x);
-    x = v_min(v_set1(89.0f), x);
     const vfloat n = v_round_small(v_mul(x, v_set1(1.44269504088896341f))); /* |x log2 e| <= 159 */
+    *n_out = n;
     vfloat r = v_fnma(n, v_set1(0.693359375f), x);
     r = v_fnma(n, v_set1(-2.12194440e-4f), r);
     vfloat p = v_set1(1.9875691500e-4f);
@@ -46,7 +49,15 @@ static inline vfloat v_exp(vfloat x)
     p = v_fma(p, r, v_set1(4.1665795894e-2f));
     p = v_fma(p, r, v_set1(1.6666665459e-1f));
     p = v_fma(p, r, v_set1(5.0000001201e-1f));
-    const vfloat er = v_add(v_fma(v_mul(r, r), p, r), v_set1(1.0f));
+    return v_add(v_fma(v_mul(r, r), p, r), v_set1(1.0f));
+}
+
+static inline vfloat v_exp(vfloat x)
+{
+    x = v_max(v_set1(-110.0f), x);
+    x = v_min(v_set1(89.0f), x);
+    vfloat n;
+    const vfloat er = v_exp_reduced(x, &n);
     /* the common case, every lane's e_r 2^n normal (n in [-125, 127]): the power applied exactly, by one
      * product under avx2 (v_scale_pow2_normal; the same bits as v_scale_pow2's) */
     if (vm_all(vm_and(vm_ge(n, v_set1(-125.0f)), vm_le(n, v_set1(127.0f)))))
