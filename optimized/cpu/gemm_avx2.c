@@ -36,7 +36,7 @@ static inline __attribute__((always_inline)) void gemm_micro_f32(int rows, int64
     __m256 acc[GEMM_MR][2];
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < 2; v++)
-            acc[r][v] = beta == 0.0f ? _mm256_setzero_ps() : _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(C + r * ldc + 8 * v));
+            acc[r][v] = beta == 0.0f ? _mm256_setzero_ps() : beta == 1.0f ? _mm256_loadu_ps(C + r * ldc + 8 * v) : _mm256_mul_ps(_mm256_set1_ps(beta), _mm256_loadu_ps(C + r * ldc + 8 * v));
     int64_t p = 0;
     do { /* k >= 1: a loop that is always entered keeps the accumulators in registers (GCC 12) */
         const __m256 b0 = _mm256_loadu_ps(B + p * ldb), b1 = _mm256_loadu_ps(B + p * ldb + 8);

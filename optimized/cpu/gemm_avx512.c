@@ -58,7 +58,7 @@ static inline __attribute__((always_inline)) void gemm_micro_f32(int rows, int64
     __m512 acc[GEMM_MR][2];
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < 2; v++)
-            acc[r][v] = beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(C + r * ldc + 16 * v));
+            acc[r][v] = beta == 0.0f ? _mm512_setzero_ps() : beta == 1.0f ? _mm512_loadu_ps(C + r * ldc + 16 * v) : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(C + r * ldc + 16 * v));
     int64_t p = 0;
     do { /* k >= 1: a loop that is always entered keeps the accumulators in registers (GCC 12) */
         const __m512 b0 = _mm512_loadu_ps(B + p * ldb), b1 = _mm512_loadu_ps(B + p * ldb + 16);
@@ -80,7 +80,7 @@ static inline __attribute__((always_inline)) void gemm_micro_bf16(int rows, int6
     __m512 acc[GEMM_MR][2];
     for (int r = 0; r < rows; r++)
         for (int v = 0; v < 2; v++)
-            acc[r][v] = beta == 0.0f ? _mm512_setzero_ps() : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(C + r * ldc + 16 * v));
+            acc[r][v] = beta == 0.0f ? _mm512_setzero_ps() : beta == 1.0f ? _mm512_loadu_ps(C + r * ldc + 16 * v) : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(C + r * ldc + 16 * v));
     int64_t q = 0;
     do { /* pairs >= 1 */
         const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B + q * ldb);
