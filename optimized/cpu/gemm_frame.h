@@ -276,7 +276,10 @@ static void frame_sgemm_on(int64_t m, int64_t n, int64_t k, const float *A, int6
                     a = a_tile;
                     a_ld = tile_k;
                 }
-                frame_tile_f32(rows, cols, tile_k, a, a_ld, b, b_ld, c, ldc, block_beta);
+                if (rows == GEMM_MR && cols == GEMM_NR) /* a whole tile, the common one: inlined, no call */
+                    gemm_micro_f32(GEMM_MR, tile_k, a, a_ld, b, b_ld, c, ldc, block_beta);
+                else
+                    frame_tile_f32(rows, cols, tile_k, a, a_ld, b, b_ld, c, ldc, block_beta);
             }
         }
     }
