@@ -528,11 +528,11 @@ static inline __attribute__((always_inline)) void dyt_common_back(int64_t c, vfl
  * term added by one FMA, the same dx, dweight and dbias bits as the fast
  * path's (dyt_vjp_lanes, dyisru_vjp_lanes). Nearly every vector of ordinary
  * data is common, and this loop runs a quarter fewer instructions than the
- * general one (optimized/cpu/README.md section 6). Software-pipelined: the
- * front of the next vector beside the back of this one, so that the back's
- * instructions do not wait in the scheduler for the front's long chain
- * (DyT's VJP in L2, one thread: avx2 7 %, avx512 5 % faster; README.md
- * section 6); a front that is not common is thrown away.
+ * general one (optimized/cpu/README.md section 6). DyT's is
+ * software-pipelined: the front of the next vector beside the back of this
+ * one, so that the back's instructions do not wait in the scheduler for the
+ * front's long chain (in L2, one thread: avx2 5 %, avx512 3 % faster;
+ * README.md section 6); a front that is not common is thrown away.
  *   DyT: dy of magnitude at most 2^40 (not NaN) and every |u| = |alpha x| in
  *   [2^-12, 9.5], with the weights times alpha tame and |alpha| >= 2^-30
  *   (checked once per call: then |u| <= 9.5 holds x to |x| <= 2^34, and a
