@@ -106,16 +106,31 @@ static inline vfloat exp_reduced(vfloat v, vfloat *n)
     return exp_reduced_pow2(v, n, &unused);
 }
 
-/* The same, and 2^n in *power for n in [-126, 127] (v_round_small_pow2). */
-static inline vfloat exp_reduced_pow2(vfloat v, vfloat *n, vfloat *power)
+/* p of exp(v) for n = round(v log2 e) given. */
+static inline vfloat exp_reduced_at(vfloat v, vfloat n)
 {
-    *n = v_round_small_pow2(v_mul(v, v_set1((float)LACS_LOG2E)), power); /* |v log2 e| <= 1076 */
-    vfloat r = v_fnma(*n, v_set1((float)LACS_LN2_HI), v);
-    r = v_fnma(*n, v_set1((float)LACS_LN2_LO), r);
+    vfloat r = v_fnma(n, v_set1((float)LACS_LN2_HI), v);
+    r = v_fnma(n, v_set1((float)LACS_LN2_LO), r);
     vfloat q = v_set1((float)lacs_exp_poly[4]);
     for (int i = 3; i >= 0; i--)
         q = v_fma(q, r, v_set1((float)lacs_exp_poly[i]));
     return v_fma(v_mul(r, r), q, r);
+}
+
+/* The same, and 2^n in *power for n in [-126, 127] (v_round_small_pow2). */
+static inline vfloat exp_reduced_pow2(vfloat v, vfloat *n, vfloat *power)
+{
+    *n = v_round_small_pow2(v_mul(v, v_set1((float)LACS_LOG2E)), power); /* |v log2 e| <= 1076 */
+    return exp_reduced_at(v, *n);
+}
+
+/* exp_reduced_pow2 of v = 2a (tanh's and sech^2's argument), with v log2 e formed as a (2 log2 e): the same
+ * product (a doubling is exact, and so is 2 log2 e's), formed beside v = a + a rather than after it, one
+ * operation's latency off the chain that bounds the VJPs' loops (README.md section 6). */
+static inline vfloat exp_twice_reduced_pow2(vfloat a, vfloat *n, vfloat *power)
+{
+    *n = v_round_small_pow2(v_mul(a, v_set1(2.0f * (float)LACS_LOG2E)), power);
+    return exp_reduced_at(v_add(a, a), *n);
 }
 
 /* tanh(u) = E / (E + 2), E = expm1(2|u|) = 2^n (1 + p) - 1 =
@@ -135,7 +150,7 @@ static inline vfloat tanh_core(vfloat u)
     const vfloat a = v_abs(u);
     const vfloat capped = v_min(v_set1(9.5f), a);
     vfloat n, power; /* n in [0, 28] (NaN only with a NaN p) */
-    const vfloat p = exp_reduced_pow2(v_add(capped, capped), &n, &power);
+    const vfloat p = exp_twice_reduced_pow2(capped, &n, &power);
     const vfloat E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
     return v_or_sign(v_div(E, v_add(E, v_set1(2.0f))), u); /* the quotient is >= +0 (or u's NaN) */
 }
@@ -250,7 +265,7 @@ static inline void tanh_sech2_tame(vfloat u, vfloat *t, vfloat *s2)
     const vfloat one = v_set1(1.0f), two = v_set1(2.0f);
     const vfloat a = v_abs(u);
     vfloat n, power;
-    const vfloat p = exp_reduced_pow2(v_add(a, a), &n, &power);
+    const vfloat p = exp_twice_reduced_pow2(a, &n, &power);
     const vfloat E = v_fma(power, p, v_sub(power, one));
     const vfloat r = v_reciprocal_fine(v_add(E, two));
     const vmask tiny = vm_lt(a, v_set1(0x1p-12f));
@@ -502,7 +517,7 @@ static inline __attribute__((always_inline)) int dyt_common_front(const void *xs
     const int common = vm_all(vm_and(vm_le(v_abs(*g), v_set1(0x1p40f)),
                                      vm_and(vm_le(a, v_set1(9.5f)), vm_ge(a, v_set1(0x1p-12f)))));
     vfloat n, power;
-    const vfloat p = exp_reduced_pow2(v_add(a, a), &n, &power);
+    const vfloat p = exp_twice_reduced_pow2(a, &n, &power);
     *E = v_fma(power, p, v_sub(power, v_set1(1.0f)));
     *r = v_reciprocal_fine(v_add(*E, v_set1(2.0f)));
     return common;
