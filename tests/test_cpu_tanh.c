@@ -905,3 +905,126 @@ Test(cpu_norms_stream, non_temporal_stores_change_no_result, .timeout = 300)
     free(whole);
     free(parts);
 }
+
+/* ---- cpu_norms_dyt_table: DyT's VJP by table, the bits of the arithmetic ----
+ *
+ * Where a kernel set has dyt_vjp_table (norms.h: avx2), its dyt_vjp in the
+ * bf16 tier with the table must give the bits it gives without: dx, the
+ * dweight and dbias column sums and the dalpha sum. x holds every bf16
+ * pattern twice: the 2^16 in order (vectors of neighbours: the tiny lanes,
+ * the boundary at |alpha x| = 9.5, the infinities and NaNs among them),
+ * then each alone among ones, one every TABLE_SPREAD elements (its entry
+ * read by the common loop wherever the arithmetic would take it there); dy
+ * tame and random. Seven alphas, both signs, 2^-30 to 3e4; dx written with
+ * ordinary stores and through the strip buffer with non-temporal ones (the
+ * kernels' stream, which norms.c does not set for this op, tested all the
+ * same), at three alignments (a cache line, 16 and 4 bytes past one), for a
+ * dim that is a multiple of a line's floats and one that is not. A table
+ * with one sech^2 entry an ulp off (that of x = 1) fails the same
+ * comparison. */
+enum { TABLE_DIM = 4096, TABLE_SPREAD = 8, TABLE_ELEMENTS = 65536 * (1 + TABLE_SPREAD) };
+
+typedef struct {
+    float *dx;
+    double sum_weight[TABLE_DIM + 3], sum_bias[TABLE_DIM + 3], sum_param;
+} dyt_table_result;
+
+static void dyt_vjp_by_kernel(const lacs_cpu_norm_kernels *k, const uint16_t *x, const uint16_t *dy, int64_t dim,
+                              double alpha, const float *weight, const float *table, int stream,
+                              dyt_table_result *r)
+{
+    memset(r->sum_weight, 0, sizeof r->sum_weight);
+    memset(r->sum_bias, 0, sizeof r->sum_bias);
+    lacs_cpu_norm_block b = {.x = x,
+                             .dy = dy,
+                             .bf16 = 1,
+                             .rows = TABLE_ELEMENTS / dim,
+                             .dim = dim,
+                             .param = alpha,
+                             .weight = weight,
+                             .out = r->dx,
+                             .sum_weight = r->sum_weight,
+                             .sum_bias = r->sum_bias,
+                             .stream = stream,
+                             .dyt_table = table};
+    k->dyt_vjp(&b);
+    r->sum_param = b.sum_param;
+}
+
+static int dyt_table_results_equal(const dyt_table_result *a, const dyt_table_result *b, int64_t dim)
+{
+    const int64_t n = TABLE_ELEMENTS / dim * dim;
+    return memcmp(a->dx, b->dx, (size_t)n * sizeof(float)) == 0 &&
+           memcmp(a->sum_weight, b->sum_weight, (size_t)dim * sizeof(double)) == 0 &&
+           memcmp(a->sum_bias, b->sum_bias, (size_t)dim * sizeof(double)) == 0 &&
+           memcmp(&a->sum_param, &b->sum_param, sizeof(double)) == 0;
+}
+
+Test(cpu_norms_dyt_table, the_table_gives_the_arithmetic_bits, .timeout = 120)
+{
+    static const double alphas[] = {0.5, -0.5, 1.0, 1e-3, 3e4, 0x1p-30, -7.25};
+    static const int64_t dims[] = {TABLE_DIM, TABLE_DIM + 3};
+    static const size_t offsets[] = {0, 16, 4}; /* bytes past a cache line */
+    static uint16_t x[TABLE_ELEMENTS], dy[TABLE_ELEMENTS];
+    static float weight[TABLE_DIM + 3];
+    for (int32_t m = 0; m < 65536; m++) {
+        x[m] = (uint16_t)m;
+        for (int j = 0; j < TABLE_SPREAD; j++)
+            x[65536 + m * TABLE_SPREAD + j] = j == 0 ? (uint16_t)m : lacs_cpu_f32_to_bf16(1.0f);
+    }
+    uint64_t state = 0x2545f4914f6cdd1dull;
+    for (int64_t i = 0; i < TABLE_ELEMENTS; i++) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        dy[i] = lacs_cpu_f32_to_bf16((float)((double)(state >> 11) * 0x1p-52 - 1.0));
+    }
+    for (int64_t c = 0; c < TABLE_DIM + 3; c++)
+        weight[c] = 0.5f + (float)c / (TABLE_DIM + 3);
+    float *table = malloc(2 * LACS_CPU_DYT_TABLE_MAGNITUDES * sizeof *table);
+    char *base = aligned_alloc(64, (TABLE_ELEMENTS + 32) * sizeof(float) * 2);
+    cr_assert(table && base, "out of memory");
+    dyt_table_result computed = {.dx = (float *)(base + (TABLE_ELEMENTS + 32) * sizeof(float))}, looked_up;
+    int compared = 0;
+    for (int t = 0; t < N_TABLES; t++) {
+        if (!runnable(tables[t]))
+            continue;
+        const lacs_cpu_norm_kernels *k = tables[t];
+        if (!k->dyt_vjp_table) {
+            cr_log_info("cpu_norms_dyt_table: %s computes each element (no table)", k->isa);
+            continue;
+        }
+        for (size_t a = 0; a < sizeof alphas / sizeof alphas[0]; a++) {
+            k->dyt_vjp_table(alphas[a], table);
+            for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+                dyt_vjp_by_kernel(k, x, dy, dims[d], alphas[a], weight, NULL, 0, &computed);
+                for (int stream = 0; stream <= 1; stream++)
+                    for (size_t o = 0; o < (stream ? sizeof offsets / sizeof offsets[0] : 1); o++) {
+                        looked_up.dx = (float *)(base + offsets[o]);
+                        dyt_vjp_by_kernel(k, x, dy, dims[d], alphas[a], weight, table, stream, &looked_up);
+                        cr_expect(dyt_table_results_equal(&computed, &looked_up, dims[d]),
+                                  "%s, alpha %g, dim %lld, %s stores %zu bytes past a line: the table's results "
+                                  "differ from the arithmetic's",
+                                  k->isa, alphas[a], (long long)dims[d], stream ? "non-temporal" : "ordinary",
+                                  offsets[o]);
+                        compared++;
+                    }
+            }
+        }
+        /* the wrong table: sech^2 of x = 1 one ulp up */
+        k->dyt_vjp_table(0.5, table);
+        const uint16_t one = lacs_cpu_f32_to_bf16(1.0f);
+        uint32_t bits;
+        memcpy(&bits, &table[LACS_CPU_DYT_TABLE_MAGNITUDES + one], sizeof bits);
+        bits++;
+        memcpy(&table[LACS_CPU_DYT_TABLE_MAGNITUDES + one], &bits, sizeof bits);
+        dyt_vjp_by_kernel(k, x, dy, TABLE_DIM, 0.5, weight, NULL, 0, &computed);
+        looked_up.dx = (float *)base;
+        dyt_vjp_by_kernel(k, x, dy, TABLE_DIM, 0.5, weight, table, 1, &looked_up);
+        cr_expect(!dyt_table_results_equal(&computed, &looked_up, TABLE_DIM),
+                  "%s: a table one ulp off at x = 1 gives the arithmetic's bits", k->isa);
+    }
+    cr_log_info("cpu_norms_dyt_table: %d comparisons", compared);
+    free(table);
+    free(base);
+    if (compared == 0)
+        cr_skip_test("no kernel set with DyT's table runs on this machine");
+}

@@ -215,7 +215,7 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
     int oom = 0;
     float *weight = column_values(c, "weight", dim, 1.0f, &oom);
     float *bias = column_values(c, "bias", dim, -0.0f, &oom);
-    float *scratch = NULL;
+    float *scratch = NULL, *dyt_table = NULL;
     if (!main_out)
         scratch = lacs_cpu_scratch_alloc((size_t)(rows * dim > 0 ? rows * dim : 1) * sizeof(float));
     double *param_sums = calloc((size_t)(blocks.n_blocks > 0 ? blocks.n_blocks : 1), sizeof(double));
@@ -235,13 +235,22 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
     void (*kernel)(lacs_cpu_norm_block *) = is_softcap ? (vjp ? k->softcap_vjp : k->softcap)
                                             : is_dyt   ? (vjp ? k->dyt_vjp : k->dyt)
                                                        : (vjp ? k->dyisru_vjp : k->dyisru);
+    /* DyT's VJP in the bf16 tier: its table for this alpha, where the kernels have one and the call is large
+     * enough to pay for it (norms.h); NULL otherwise, or without the memory (the kernels compute then). */
+    if (is_dyt && vjp && c->bf16 && k->dyt_vjp_table && (double)rows * (double)dim >= LACS_CPU_DYT_TABLE_ELEMENTS) {
+        dyt_table = malloc(2 * LACS_CPU_DYT_TABLE_MAGNITUDES * sizeof(float));
+        if (dyt_table)
+            k->dyt_vjp_table(param, dyt_table);
+    }
     /* Outputs larger than the caches are written with non-temporal stores (no
      * read of each line before it is written), but DyT's VJP: its arithmetic,
      * the heaviest of the norms', leaves the memory time enough for the reads
      * for ownership, while its strip's bursts of non-temporal stores held the
      * core (4096 x 4096, two threads, best of five alternate runs on the Xeon
      * of optimized/cpu/README.md 8.2.6: avx2 fp32 15.3 -> 12.5 ms, bf16
-     * 12.3 -> 10.9; avx512 bf16 10.5 -> 8.6, fp32 9.7 -> 10.2). */
+     * 12.3 -> 10.9; avx512 bf16 10.5 -> 8.6, fp32 9.7 -> 10.2). With its
+     * table too: non-temporal stores straight from the loop were no faster
+     * there (README.md section 6). */
     const int stream = main_out && !(is_dyt && vjp) &&
                        (double)rows * (double)dim * sizeof(float) >= LACS_CPU_STREAM_BYTES;
     elementwise_job job = {
@@ -255,7 +264,8 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
                   .weight = weight,
                   .bias = bias,
                   .out = main_out ? main_out->data : scratch,
-                  .stream = stream},
+                  .stream = stream,
+                  .dyt_table = dyt_table},
         .blocks = blocks,
         .column_sums_weight = column_sums_weight,
         .column_sums_bias = column_sums_bias,
@@ -280,6 +290,7 @@ done:
     lacs_cpu_scratch_free(weight);
     lacs_cpu_scratch_free(bias);
     lacs_cpu_scratch_free(scratch);
+    free(dyt_table);
     free(param_sums);
     lacs_cpu_scratch_free(column_sums_weight);
     lacs_cpu_scratch_free(column_sums_bias);

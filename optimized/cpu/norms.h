@@ -40,7 +40,22 @@ typedef struct {
     double sum_param;    /* VJPs: set to the block's sum of dalpha, dC or dcap terms */
     int stream;          /* out may be written with non-temporal stores (norms.c sets it when out is
                             larger than the caches; the kernel ends with a store fence) */
+    const float *dyt_table; /* DyT's VJP in the bf16 tier: the kernels' dyt_vjp_table for this call's alpha,
+                               or NULL (the kernels compute each element) */
 } lacs_cpu_norm_block;
+
+/* DyT's VJP in the bf16 tier by table (optimized/cpu/README.md section 6): a
+ * bf16 x is one of 2^16 values, so tanh(alpha x) and sech^2(alpha x) are
+ * computed once per call for every magnitude |x| (LACS_CPU_DYT_TABLE_MAGNITUDES
+ * bf16 bit patterns, sign bit clear), by the same arithmetic as each element
+ * would be, and looked up: the same bits, a gather instead of an exp and a
+ * division per element. Built where the call has at least
+ * LACS_CPU_DYT_TABLE_ELEMENTS elements (building it costs about as much as
+ * 2^14 elements: 11-19 us for alpha from 1e-3 to 3e4 under avx2), under the
+ * instruction sets whose kernels provide dyt_vjp_table (avx2: where its
+ * gathers cost less than the arithmetic). */
+#define LACS_CPU_DYT_TABLE_MAGNITUDES 32768
+#define LACS_CPU_DYT_TABLE_ELEMENTS (1 << 17)
 
 typedef struct {
     const char *isa;
@@ -56,6 +71,12 @@ typedef struct {
      * terms dy weight x sech^2(alpha x) (0 where sech^2 is 0); sum_weight +=
      * dy tanh(alpha x); sum_bias += dy. */
     void (*dyt_vjp)(lacs_cpu_norm_block *b);
+    /* NULL, or fills table[2 * LACS_CPU_DYT_TABLE_MAGNITUDES] for dyt_vjp's
+     * bf16 tier: table[m] = tanh(alpha x) and table[LACS_CPU_DYT_TABLE_MAGNITUDES
+     * + m] = sech^2(alpha x) for x the bf16 of bits m (x >= +0), as the fast
+     * path forms them, where that path takes x (tame, |alpha x| <= 9.5), and 0
+     * in both where it does not (sech^2 is positive where it does). */
+    void (*dyt_vjp_table)(double alpha, float *table);
     /* N5: out = weight * x / sqrt(x^2 + C) + bias (C = param). */
     void (*dyisru)(lacs_cpu_norm_block *b);
     /* N5's VJP: dx = dy weight df/dx, dC terms dy weight df/dC,

@@ -607,6 +607,76 @@ static inline __attribute__((always_inline)) int64_t vjp_common_run(vjp_op op, c
     return c;
 }
 
+/* ---- DyT's VJP in the bf16 tier: by table (norms.h) ---- */
+
+/* table[m], table[LACS_CPU_DYT_TABLE_MAGNITUDES + m]: t and sech^2 of
+ * tanh_sech2_tame(alpha x) for x the bf16 of bits m, where the common loop
+ * takes x (vjp_common_run: x tame, |alpha x| in [2^-12, 9.5]); 0 and 0
+ * where it does not. |alpha x| grows with m (x finite; then the
+ * infinities, the NaNs), so from the first vector with no lane at or below
+ * 9.5 on, none is: the rest is zeroed. The vectors wholly below 2^-12 are
+ * not computed (their exp's products, r^2 below 2^-126 from |x| < 2^-63 on,
+ * took a microcode assist each: the fill took 54 us, now 13 for alpha =
+ * 0.5). For x < 0, t is -t(|x|) (alpha x is -(alpha |x|) exactly, and
+ * tanh_sech2_tame odd in it) and sech^2 is sech^2(|x|). */
+static inline void dyt_vjp_table_fill(double alpha_double, float *table)
+{
+    const vfloat alpha = v_set1((float)alpha_double);
+    float *const t_table = table, *const s2_table = table + LACS_CPU_DYT_TABLE_MAGNITUDES;
+    enum { BATCH = 512 };
+    uint16_t bits[BATCH]; /* the batch's bit patterns, written before they are loaded (not eight stores
+                             then a vector load that waits for them) */
+    int32_t m = 0;
+    for (; m < LACS_CPU_DYT_TABLE_MAGNITUDES; m += SIMD_LANES) {
+        if (m % BATCH == 0)
+            for (int j = 0; j < BATCH; j++)
+                bits[j] = (uint16_t)(m + j);
+        const vfloat x = v_load_bf16(bits + m % BATCH);
+        const vfloat u = v_abs(v_mul(alpha, x));
+        const vmask within = vm_and(tame(x), vm_le(u, v_set1(9.5f)));
+        if (vm_none(within))
+            break;
+        const vmask taken = vm_and(within, vm_ge(u, v_set1(0x1p-12f)));
+        vfloat t = v_zero(), s2 = v_zero();
+        if (!vm_none(taken))
+            tanh_sech2_tame(v_mul(alpha, x), &t, &s2);
+        v_store_first(t_table + m, v_select(taken, v_zero(), t), SIMD_LANES);
+        v_store_first(s2_table + m, v_select(taken, v_zero(), s2), SIMD_LANES);
+    }
+    memset(t_table + m, 0, (size_t)(LACS_CPU_DYT_TABLE_MAGNITUDES - m) * sizeof(float));
+    memset(s2_table + m, 0, (size_t)(LACS_CPU_DYT_TABLE_MAGNITUDES - m) * sizeof(float));
+}
+
+/* vjp_common_run for DyT in the bf16 tier with the table: t and sech^2 looked up by |x|'s bits, t's sign
+ * flipped for x < 0, where every lane's sech^2 is in the table (> 0) and dy is tame: the same vectors as
+ * vjp_common_run takes, and the same bits. */
+static inline __attribute__((always_inline)) int64_t dyt_table_run(const uint16_t *xs, const uint16_t *dys,
+                                                                   int64_t row, int64_t dim, int64_t c, int64_t end,
+                                                                   const float *table, const float *weight,
+                                                                   vfloat alpha, float *dx_row, float *pw, float *pb,
+                                                                   vfloat *part_param)
+{
+    vfloat part = *part_param;
+    for (; c < end; c += SIMD_LANES) {
+        /* the next row's vector (the strip walks the rows) */
+        simd_prefetch(xs + row + dim + c);
+        simd_prefetch(dys + row + dim + c);
+        const vfloat s2 = v_table_bf16_magnitude(table + LACS_CPU_DYT_TABLE_MAGNITUDES, xs + row + c);
+        const vfloat g = v_load_bf16(dys + row + c);
+        if (!vm_all(vm_and(vm_lt(v_zero(), s2), vm_le(v_abs(g), v_set1(0x1p40f)))))
+            break;
+        const vfloat x = v_load_bf16(xs + row + c);
+        const vfloat t = v_xor_sign(v_table_bf16_magnitude(table, xs + row + c), x);
+        const vfloat gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
+        v_store_first(dx_row + c, v_mul(v_mul(gw, alpha), s2), SIMD_LANES);
+        part = v_fma(v_mul(gw, x), s2, part);
+        v_store_first(pw + c, v_fma(g, t, v_load_first(pw + c, SIMD_LANES)), SIMD_LANES);
+        v_store_first(pb + c, v_add(g, v_load_first(pb + c, SIMD_LANES)), SIMD_LANES);
+    }
+    *part_param = part;
+    return c;
+}
+
 /* What a VJP's walk reads, in locals (forward_walk's reason, below). */
 typedef struct {
     const void *xs, *dys;
@@ -671,6 +741,8 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
     /* with b->stream, a row's dx over the strip goes here (in L1), then out with stream_out */
     float dx_strip[VJP_STRIP] __attribute__((aligned(64)));
     const int stream = b->stream;
+    /* DyT's bf16 table (dyt_table_run) */
+    const float *const table = op == VJP_DYT && bf16 && common ? b->dyt_table : NULL;
     vdouble sum_param = vd_zero();
     for (int64_t c0 = 0; c0 < dim; c0 += VJP_STRIP) {
         const int64_t width = dim - c0 < VJP_STRIP ? dim - c0 : VJP_STRIP;
@@ -687,7 +759,10 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
                 vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
                 int64_t c = c0;
                 while (c < full_end) {
-                    if (common)
+                    if (table)
+                        c = dyt_table_run((const uint16_t *)k.xs, (const uint16_t *)k.dys, row, dim, c, full_end,
+                                          table, k.weight, k.parameter, dx_row, pw_strip, pb_strip, &part_param);
+                    else if (common)
                         c = vjp_common_run(op, k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
                                            dx_row, pw_strip, pb_strip, &part_param);
                     if (c == full_end)
@@ -715,6 +790,10 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
     if (stream)
         simd_store_fence();
 }
+
+#ifdef NORMS_DYT_VJP_TABLE
+static void norms_dyt_vjp_table(double alpha, float *table) { dyt_vjp_table_fill(alpha, table); }
+#endif
 
 static void norms_dyt_vjp(lacs_cpu_norm_block *b)
 {
@@ -1204,6 +1283,9 @@ const lacs_cpu_norm_kernels NORM_KERNELS = {
     .sech2 = norms_sech2,
     .dyt = norms_dyt,
     .dyt_vjp = norms_dyt_vjp,
+#ifdef NORMS_DYT_VJP_TABLE
+    .dyt_vjp_table = norms_dyt_vjp_table,
+#endif
     .dyisru = norms_dyisru,
     .dyisru_vjp = norms_dyisru_vjp,
     .softcap = norms_softcap,

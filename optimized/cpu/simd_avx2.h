@@ -85,6 +85,12 @@ static inline vfloat v_load_bf16_first(const uint16_t *p, int64_t count)
                             _mm_cmpeq_epi16(_mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7), _mm_set1_epi16((short)(n - 1))));
     return v_widen_bf16(v);
 }
+static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *p)
+{
+    const __m256i magnitude =
+        _mm256_and_si256(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), _mm256_set1_epi32(0x7fff));
+    return _mm256_i32gather_ps(table, magnitude, 4);
+}
 static inline vfloat v_load_any(const void *p, int bf16, int64_t i, int64_t count)
 {
     if (bf16)
@@ -134,6 +140,10 @@ static inline vfloat v_from_bits(vfloat m) { return _mm256_castsi256_ps(_mm256_c
 static inline vfloat v_or_sign(vfloat magnitude, vfloat sign)
 {
     return _mm256_or_ps(magnitude, _mm256_and_ps(_mm256_set1_ps(-0.0f), sign));
+}
+static inline vfloat v_xor_sign(vfloat v, vfloat sign)
+{
+    return _mm256_xor_ps(v, _mm256_and_ps(_mm256_set1_ps(-0.0f), sign));
 }
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign)
 {

@@ -18,6 +18,8 @@
  *   v_stream(p, v)                a non-temporal store (p aligned to SIMD_LANES floats)
  *   v_load_bf16(p), v_load_bf16_first(p, count)   bf16 widened exactly (a bf16 is the upper half of a binary32)
  *   v_load_any(p, bf16, i, count) element i on of an fp32 or bf16 array, count lanes present
+ *   v_table_bf16_magnitude(table, p)   table[p[j] & 0x7fff] for the SIMD_LANES bf16 at p: a function of
+ *                                 |x| looked up (a gather)
  *   v_lane_index()                0, 1, .., SIMD_LANES - 1
  *   v_set1, v_zero, v_add, v_sub, v_mul, v_div, v_sqrt, v_abs
  *   v_fma(a, b, c) = a b + c, v_fnma(a, b, c) = c - a b, v_fms(a, b, c) = a b - c (one rounding each)
@@ -27,6 +29,7 @@
  *   v_from_bits(m)                the float whose bit pattern is the integer m (m integral, 0 <= m < 2^31)
  *   v_copysign(magnitude, sign)
  *   v_or_sign(magnitude, sign)    magnitude with the sign bit of sign or'ed in: copysign where magnitude >= +0
+ *   v_xor_sign(v, sign)           v with its sign flipped in the lanes where sign's sign bit is set
  *   vm_lt, vm_le, vm_gt, vm_ge    ordered comparisons (false for NaN); vm_ne: unordered (true for NaN)
  *   v_select(m, a, b)             b in the lanes of m, a elsewhere
  *   v_zero_unless(m, v)           v in the lanes of m, +0 elsewhere
@@ -110,6 +113,12 @@ static inline vfloat v_load_bf16_first(const uint16_t *p, int64_t count)
 {
     return v_widen_bf16(_mm256_maskz_loadu_epi16(vm_first(count), p));
 }
+static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *p)
+{
+    const __m512i magnitude =
+        _mm512_and_si512(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), _mm512_set1_epi32(0x7fff));
+    return _mm512_i32gather_ps(magnitude, table, 4);
+}
 static inline vfloat v_load_any(const void *p, int bf16, int64_t i, int64_t count)
 {
     if (bf16)
@@ -144,6 +153,11 @@ static inline vfloat v_or_sign(vfloat magnitude, vfloat sign)
 {
     return _mm512_castsi512_ps(_mm512_or_si512(
         _mm512_castps_si512(magnitude), _mm512_and_si512(_mm512_set1_epi32((int)0x80000000u), _mm512_castps_si512(sign))));
+}
+static inline vfloat v_xor_sign(vfloat v, vfloat sign)
+{
+    return _mm512_castsi512_ps(_mm512_xor_si512(
+        _mm512_castps_si512(v), _mm512_and_si512(_mm512_set1_epi32((int)0x80000000u), _mm512_castps_si512(sign))));
 }
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign)
 {

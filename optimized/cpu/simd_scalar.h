@@ -45,6 +45,7 @@ static inline vfloat v_load_bf16(const uint16_t *p)
     return f;
 }
 static inline vfloat v_load_bf16_first(const uint16_t *p, int64_t count) { return count >= 1 ? v_load_bf16(p) : 0.0f; }
+static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *p) { return table[*p & 0x7fff]; }
 static inline vfloat v_load_any(const void *p, int bf16, int64_t i, int64_t count)
 {
     if (count < 1)
@@ -78,6 +79,7 @@ static inline vfloat v_from_bits(vfloat m)
 }
 static inline vfloat v_copysign(vfloat magnitude, vfloat sign) { return copysignf(magnitude, sign); }
 static inline vfloat v_or_sign(vfloat magnitude, vfloat sign) { return signbit(sign) ? -fabsf(magnitude) : magnitude; }
+static inline vfloat v_xor_sign(vfloat v, vfloat sign) { return signbit(sign) ? -v : v; }
 static inline vmask vm_lt(vfloat a, vfloat b) { return a < b; }
 static inline vmask vm_le(vfloat a, vfloat b) { return a <= b; }
 static inline vmask vm_gt(vfloat a, vfloat b) { return a > b; }
