@@ -906,11 +906,12 @@ Test(cpu_norms_stream, non_temporal_stores_change_no_result, .timeout = 300)
     free(parts);
 }
 
-/* ---- cpu_norms_dyt_table: DyT's VJP by table, the bits of the arithmetic ----
+/* ---- cpu_norms_dyt_table: DyT and its VJP by table, the bits of the arithmetic ----
  *
- * Where a kernel set has dyt_vjp_table (norms.h: avx2), its dyt_vjp in the
- * bf16 tier with the table must give the bits it gives without: dx, the
- * dweight and dbias column sums and the dalpha sum. x holds every bf16
+ * Where a kernel set has dyt_table and dyt_vjp_table (norms.h: avx2), its
+ * dyt and dyt_vjp in the bf16 tier with the tables must give the bits they
+ * give without: y; dx, the dweight and dbias column sums and the dalpha
+ * sum. x holds every bf16
  * pattern twice: the 2^16 in order (vectors of neighbours: the tiny lanes,
  * the boundary at |alpha x| = 9.5, the infinities and NaNs among them),
  * then each alone among ones, one every TABLE_SPREAD elements (its entry
@@ -919,9 +920,10 @@ Test(cpu_norms_stream, non_temporal_stores_change_no_result, .timeout = 300)
  * ordinary stores and through the strip buffer with non-temporal ones (the
  * kernels' stream, which norms.c does not set for this op, tested all the
  * same), at three alignments (a cache line, 16 and 4 bytes past one), for a
- * dim that is a multiple of a line's floats and one that is not. A table
- * with one sech^2 entry an ulp off (that of x = 1) fails the same
- * comparison. */
+ * dim that is a multiple of a line's floats and one that is not (the
+ * forward: ordinary stores, and non-temporal ones at the three
+ * alignments). A table with one entry an ulp off (sech^2, or tanh, of
+ * x = 1) fails the same comparison. */
 enum { TABLE_DIM = 4096, TABLE_SPREAD = 8, TABLE_ELEMENTS = 65536 * (1 + TABLE_SPREAD) };
 
 typedef struct {
@@ -951,6 +953,26 @@ static void dyt_vjp_by_kernel(const lacs_cpu_norm_kernels *k, const uint16_t *x,
     r->sum_param = b.sum_param;
 }
 
+/* dyt's y by k's kernel (bias 0.25 - c / dim), with its table or without (table NULL). */
+static void dyt_by_kernel(const lacs_cpu_norm_kernels *k, const uint16_t *x, int64_t dim, double alpha,
+                          const float *weight, const float *table, int stream, float *y)
+{
+    static float bias[TABLE_DIM + 3];
+    for (int64_t c = 0; c < dim; c++)
+        bias[c] = 0.25f - (float)c / (float)dim;
+    lacs_cpu_norm_block b = {.x = x,
+                             .bf16 = 1,
+                             .rows = TABLE_ELEMENTS / dim,
+                             .dim = dim,
+                             .param = alpha,
+                             .weight = weight,
+                             .bias = bias,
+                             .out = y,
+                             .stream = stream,
+                             .dyt_table = table};
+    k->dyt(&b);
+}
+
 static int dyt_table_results_equal(const dyt_table_result *a, const dyt_table_result *b, int64_t dim)
 {
     const int64_t n = TABLE_ELEMENTS / dim * dim;
@@ -960,7 +982,7 @@ static int dyt_table_results_equal(const dyt_table_result *a, const dyt_table_re
            memcmp(&a->sum_param, &b->sum_param, sizeof(double)) == 0;
 }
 
-Test(cpu_norms_dyt_table, the_table_gives_the_arithmetic_bits, .timeout = 120)
+Test(cpu_norms_dyt_table, the_tables_give_the_arithmetic_bits, .timeout = 120)
 {
     static const double alphas[] = {0.5, -0.5, 1.0, 1e-3, 3e4, 0x1p-30, -7.25};
     static const int64_t dims[] = {TABLE_DIM, TABLE_DIM + 3};
@@ -988,11 +1010,27 @@ Test(cpu_norms_dyt_table, the_table_gives_the_arithmetic_bits, .timeout = 120)
         if (!runnable(tables[t]))
             continue;
         const lacs_cpu_norm_kernels *k = tables[t];
-        if (!k->dyt_vjp_table) {
+        if (!k->dyt_vjp_table || !k->dyt_table) {
             cr_log_info("cpu_norms_dyt_table: %s computes each element (no table)", k->isa);
             continue;
         }
         for (size_t a = 0; a < sizeof alphas / sizeof alphas[0]; a++) {
+            k->dyt_table(alphas[a], table);
+            for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+                const int64_t n = TABLE_ELEMENTS / dims[d] * dims[d];
+                dyt_by_kernel(k, x, dims[d], alphas[a], weight, NULL, 0, computed.dx);
+                for (int stream = 0; stream <= 1; stream++)
+                    for (size_t o = 0; o < (stream ? sizeof offsets / sizeof offsets[0] : 1); o++) {
+                        float *y = (float *)(base + offsets[o]);
+                        dyt_by_kernel(k, x, dims[d], alphas[a], weight, table, stream, y);
+                        cr_expect(memcmp(computed.dx, y, (size_t)n * sizeof *y) == 0,
+                                  "%s dyt, alpha %g, dim %lld, %s stores %zu bytes past a line: the table's y "
+                                  "differs from the arithmetic's",
+                                  k->isa, alphas[a], (long long)dims[d], stream ? "non-temporal" : "ordinary",
+                                  offsets[o]);
+                        compared++;
+                    }
+            }
             k->dyt_vjp_table(alphas[a], table);
             for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
                 dyt_vjp_by_kernel(k, x, dy, dims[d], alphas[a], weight, NULL, 0, &computed);
@@ -1021,6 +1059,15 @@ Test(cpu_norms_dyt_table, the_table_gives_the_arithmetic_bits, .timeout = 120)
         dyt_vjp_by_kernel(k, x, dy, TABLE_DIM, 0.5, weight, table, 1, &looked_up);
         cr_expect(!dyt_table_results_equal(&computed, &looked_up, TABLE_DIM),
                   "%s: a table one ulp off at x = 1 gives the arithmetic's bits", k->isa);
+        /* and dyt's: tanh of x = 1 one ulp up */
+        k->dyt_table(0.5, table);
+        memcpy(&bits, &table[one], sizeof bits);
+        bits++;
+        memcpy(&table[one], &bits, sizeof bits);
+        dyt_by_kernel(k, x, TABLE_DIM, 0.5, weight, NULL, 0, computed.dx);
+        dyt_by_kernel(k, x, TABLE_DIM, 0.5, weight, table, 0, (float *)base);
+        cr_expect(memcmp(computed.dx, base, (size_t)TABLE_ELEMENTS * sizeof(float)) != 0,
+                  "%s: a dyt table one ulp off at x = 1 gives the arithmetic's bits", k->isa);
     }
     cr_log_info("cpu_norms_dyt_table: %d comparisons", compared);
     free(table);

@@ -235,12 +235,13 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
     void (*kernel)(lacs_cpu_norm_block *) = is_softcap ? (vjp ? k->softcap_vjp : k->softcap)
                                             : is_dyt   ? (vjp ? k->dyt_vjp : k->dyt)
                                                        : (vjp ? k->dyisru_vjp : k->dyisru);
-    /* DyT's VJP in the bf16 tier: its table for this alpha, where the kernels have one and the call is large
-     * enough to pay for it (norms.h); NULL otherwise, or without the memory (the kernels compute then). */
-    if (is_dyt && vjp && c->bf16 && k->dyt_vjp_table && (double)rows * (double)dim >= LACS_CPU_DYT_TABLE_ELEMENTS) {
-        dyt_table = malloc(2 * LACS_CPU_DYT_TABLE_MAGNITUDES * sizeof(float));
+    /* DyT and its VJP in the bf16 tier: the table for this alpha, where the kernels have one and the call is
+     * large enough to pay for it (norms.h); NULL otherwise, or without the memory (the kernels compute then). */
+    void (*fill_dyt_table)(double, float *) = !is_dyt || !c->bf16 ? NULL : vjp ? k->dyt_vjp_table : k->dyt_table;
+    if (fill_dyt_table && (double)rows * (double)dim >= LACS_CPU_DYT_TABLE_ELEMENTS) {
+        dyt_table = malloc((vjp ? 2 : 1) * LACS_CPU_DYT_TABLE_MAGNITUDES * sizeof(float));
         if (dyt_table)
-            k->dyt_vjp_table(param, dyt_table);
+            fill_dyt_table(param, dyt_table);
     }
     /* Outputs larger than the caches are written with non-temporal stores (no
      * read of each line before it is written), but DyT's VJP: its arithmetic,

@@ -40,21 +40,22 @@ typedef struct {
     double sum_param;    /* VJPs: set to the block's sum of dalpha, dC or dcap terms */
     int stream;          /* out may be written with non-temporal stores (norms.c sets it when out is
                             larger than the caches; the kernel ends with a store fence) */
-    const float *dyt_table; /* DyT's VJP in the bf16 tier: the kernels' dyt_vjp_table for this call's alpha,
-                               or NULL (the kernels compute each element) */
+    const float *dyt_table; /* DyT and its VJP in the bf16 tier: the kernels' dyt_table or dyt_vjp_table for
+                               this call's alpha, or NULL (the kernels compute each element) */
 } lacs_cpu_norm_block;
 
-/* DyT's VJP in the bf16 tier by table (optimized/cpu/README.md section 6): a
- * bf16 x is one of 2^16 values, so tanh(alpha x) and sech^2(alpha x) are
- * computed once per call for every magnitude |x| (LACS_CPU_DYT_TABLE_MAGNITUDES
- * bf16 bit patterns, sign bit clear), by the same arithmetic as each element
- * would be, and looked up: the same bits, a gather instead of an exp and a
- * division per element. Built where the call has at least
+/* DyT and its VJP in the bf16 tier by table (optimized/cpu/README.md section
+ * 6): a bf16 x is one of 2^16 values, so tanh(alpha x) (and for the VJP
+ * sech^2(alpha x)) are computed once per call for every magnitude |x|
+ * (LACS_CPU_DYT_TABLE_MAGNITUDES bf16 bit patterns, sign bit clear), by the
+ * same arithmetic as each element would be, and looked up: the same bits, a
+ * gather instead of an exp and a division per element. Built where the call has at least
  * LACS_CPU_DYT_TABLE_ELEMENTS elements (building it costs about as much as
  * 2^14 elements: 11-19 us for alpha from 1e-3 to 3e4 under avx2), under the
  * instruction sets whose kernels provide dyt_vjp_table (avx2: where its
  * gathers cost less than the arithmetic). */
 #define LACS_CPU_DYT_TABLE_MAGNITUDES 32768
+#define LACS_CPU_DYT_TABLE_OTHER 4.0f
 #define LACS_CPU_DYT_TABLE_ELEMENTS (1 << 17)
 
 typedef struct {
@@ -67,6 +68,11 @@ typedef struct {
 
     /* N1: out = weight * tanh(alpha x) + bias. */
     void (*dyt)(lacs_cpu_norm_block *b);
+    /* NULL, or fills table[LACS_CPU_DYT_TABLE_MAGNITUDES] for dyt's bf16
+     * tier: table[m] = tanh(alpha x) for x the bf16 of bits m (x >= +0), as
+     * dyt forms it, where |alpha x| >= 2^-12 and x is not a NaN, and
+     * LACS_CPU_DYT_TABLE_OTHER (no tanh's value) where not. */
+    void (*dyt_table)(double alpha, float *table);
     /* N1's VJP: out = dx = dy weight alpha sech^2(alpha x); sum_param = dalpha
      * terms dy weight x sech^2(alpha x) (0 where sech^2 is 0); sum_weight +=
      * dy tanh(alpha x); sum_bias += dy. */

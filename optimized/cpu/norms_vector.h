@@ -316,6 +316,33 @@ static inline vfloat dyt_lanes(vfloat x, vfloat w, vfloat bias, vfloat alpha)
     return v_select(small, y, v_fma(v_mul(w, alpha), x, bias));
 }
 
+/* table[m] = tanh_core(alpha x) for x the bf16 of bits m, where dyt_lanes takes tanh's form (|alpha x| >=
+ * 2^-12) and x is not a NaN (whose bits the arithmetic carries); LACS_CPU_DYT_TABLE_OTHER elsewhere (norms.h).
+ * The vectors wholly below 2^-12 are not computed (their exp's tiny products take microcode assists), nor
+ * those wholly at or above 9.5 (NaNs aside), where tanh_core(u) is tanh_core(+-9.5): its cap. For x < 0,
+ * tanh_core(alpha x) is -tanh_core(alpha |x|) (tanh_core is odd). */
+static inline void dyt_table_fill(double alpha_double, float *table)
+{
+    const vfloat alpha = v_set1((float)alpha_double), other = v_set1(LACS_CPU_DYT_TABLE_OTHER);
+    const vfloat at_cap = tanh_core(v_set1(9.5f)); /* every lane tanh_core(9.5) */
+    enum { BATCH = 512 };
+    uint16_t bits[BATCH]; /* written before they are loaded (dyt_vjp_table_fill) */
+    for (int32_t m = 0; m < LACS_CPU_DYT_TABLE_MAGNITUDES; m += SIMD_LANES) {
+        if (m % BATCH == 0)
+            for (int j = 0; j < BATCH; j++)
+                bits[j] = (uint16_t)(m + j);
+        const vfloat x = v_load_bf16(bits + m % BATCH);
+        const vfloat u = v_mul(alpha, x), a = v_abs(u);
+        const vmask tanh_form = vm_ge(a, v_set1(0x1p-12f)); /* false for NaN */
+        vfloat t = other;
+        if (vm_all(vm_ge(a, v_set1(9.5f))))
+            t = v_or_sign(at_cap, u);
+        else if (!vm_none(tanh_form))
+            t = tanh_core(u);
+        v_store_first(table + m, v_select(tanh_form, other, t), SIMD_LANES);
+    }
+}
+
 /* ---- N5: DyISRU ---- */
 
 /* The parts of x / sqrt(x^2 + C) relative to the larger of |x| and s =
@@ -791,8 +818,9 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
         simd_store_fence();
 }
 
-#ifdef NORMS_DYT_VJP_TABLE
+#ifdef NORMS_DYT_TABLES
 static void norms_dyt_vjp_table(double alpha, float *table) { dyt_vjp_table_fill(alpha, table); }
+static void norms_dyt_table(double alpha, float *table) { dyt_table_fill(alpha, table); }
 #endif
 
 static void norms_dyt_vjp(lacs_cpu_norm_block *b)
@@ -985,6 +1013,7 @@ typedef enum { FORWARD_DYT, FORWARD_DYISRU, FORWARD_SOFTCAP } forward_op;
 typedef struct {
     const void *x;
     const float *weight, *bias;
+    const float *table; /* DyT's bf16 table (dyt_table_fill) or NULL */
     vfloat parameter, C, inverse_cap;
     int fast;
 } forward_operands;
@@ -1008,6 +1037,12 @@ static inline __attribute__((always_inline)) vfloat forward_lanes(const forward_
         return vm_none(below) ? y : v_select(below, y, softcap_below_one(x, u));
     }
     const vfloat w = v_load_first(o->weight + c, count), bias = v_load_first(o->bias + c, count);
+    if (op == FORWARD_DYT && bf16 && o->table && count >= SIMD_LANES) {
+        /* tanh looked up by |x|'s bits, its sign x's: dyt_lanes' y where every lane takes tanh's form */
+        const vfloat t = v_table_bf16_magnitude(o->table, (const uint16_t *)o->x + e);
+        if (vm_none(vm_lt(v_set1(2.0f), v_abs(t))))
+            return v_fma(w, v_xor_sign(t, x), bias);
+    }
     if (op == FORWARD_DYT)
         return dyt_lanes(x, w, bias, o->parameter);
     if (o->fast && vm_all(vm_le(v_abs(x), v_set1(0x1p60f))))
@@ -1030,6 +1065,7 @@ static inline __attribute__((always_inline)) void forward_rows(lacs_cpu_norm_blo
         .C = v_set1((float)b->param),
         .inverse_cap = v_set1(1.0f / (float)b->param),
         .fast = op == FORWARD_DYISRU && dyisru_fast_C(b->param),
+        .table = op == FORWARD_DYT && bf16 ? b->dyt_table : NULL,
     };
     const int64_t rows = op == FORWARD_SOFTCAP ? 1 : b->rows, dim = op == FORWARD_SOFTCAP ? b->rows * b->dim : b->dim;
     float *const out_base = b->out;
@@ -1283,7 +1319,8 @@ const lacs_cpu_norm_kernels NORM_KERNELS = {
     .sech2 = norms_sech2,
     .dyt = norms_dyt,
     .dyt_vjp = norms_dyt_vjp,
-#ifdef NORMS_DYT_VJP_TABLE
+#ifdef NORMS_DYT_TABLES
+    .dyt_table = norms_dyt_table,
     .dyt_vjp_table = norms_dyt_vjp_table,
 #endif
     .dyisru = norms_dyisru,
