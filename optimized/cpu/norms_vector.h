@@ -74,6 +74,12 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const void *p, 
     simd_prefetch((const void *)((uintptr_t)p + (uintptr_t)(offset_bytes + PREFETCH_BYTES)));
 }
 
+/* Software prefetch of p[i] (the address may lie past the end of the array: a prefetch never faults). */
+static inline __attribute__((always_inline)) void prefetch_float(const float *p, int64_t i)
+{
+    simd_prefetch((const void *)((uintptr_t)p + (uintptr_t)i * sizeof(float)));
+}
+
 /* dst[0..n) = src[0..n) with non-temporal stores where dst is aligned to a
  * whole vector (a head of ordinary stores up to the first boundary, the
  * tail after the last): an output larger than the caches is written without
@@ -530,13 +536,14 @@ static int weights_tame(const float *weight, int64_t dim, float factor)
  * chain), into *x, *g, *u, *E, *r; whether it is common (if not, its values are not used: nothing was stored). */
 static inline __attribute__((always_inline)) int dyt_common_front(const void *xs, const void *dys, int bf16,
                                                                   int64_t row, int64_t dim, int64_t c,
-                                                                  vfloat alpha, vfloat *x, vfloat *g, vfloat *u,
-                                                                  vfloat *E, vfloat *r)
+                                                                  const float *dx_ahead, vfloat alpha, vfloat *x,
+                                                                  vfloat *g, vfloat *u, vfloat *E, vfloat *r)
 {
     const int64_t size = bf16 ? 2 : 4;
-    /* the next row's vector (the strip walks the rows) */
+    /* the next row's vector (the strip walks the rows), and its dx's line (vjp_rows) */
     simd_prefetch((const char *)xs + (row + dim + c) * size);
     simd_prefetch((const char *)dys + (row + dim + c) * size);
+    prefetch_float(dx_ahead, c);
     *x = v_load_any(xs, bf16, row + c, SIMD_LANES);
     *g = v_load_any(dys, bf16, row + c, SIMD_LANES);
     *u = v_mul(alpha, *x);
@@ -586,14 +593,15 @@ static inline __attribute__((always_inline)) void dyt_common_back(int64_t c, vfl
 static inline __attribute__((always_inline)) int64_t vjp_common_run(vjp_op op, const void *xs, const void *dys,
                                                                      int bf16, int64_t row, int64_t dim, int64_t c,
                                                                      int64_t end, const float *weight,
-                                                                     vfloat parameter, float *dx_row, float *pw,
-                                                                     float *pb, vfloat *part_param)
+                                                                     vfloat parameter, float *dx_row,
+                                                                     const float *dx_ahead, float *pw, float *pb,
+                                                                     vfloat *part_param)
 {
     const int64_t size = bf16 ? 2 : 4;
     vfloat part = *part_param;
     if (op == VJP_DYT) { /* software-pipelined: the next vector's front beside this one's back */
         vfloat x, g, u, E, r;
-        if (c < end && dyt_common_front(xs, dys, bf16, row, dim, c, parameter, &x, &g, &u, &E, &r))
+        if (c < end && dyt_common_front(xs, dys, bf16, row, dim, c, dx_ahead, parameter, &x, &g, &u, &E, &r))
             for (;;) {
                 if (c + SIMD_LANES >= end) { /* the row's last vector */
                     dyt_common_back(c, x, g, u, E, r, weight, parameter, dx_row, pw, pb, &part);
@@ -602,7 +610,8 @@ static inline __attribute__((always_inline)) int64_t vjp_common_run(vjp_op op, c
                 }
                 vfloat x1, g1, u1, E1, r1;
                 const int next_common =
-                    dyt_common_front(xs, dys, bf16, row, dim, c + SIMD_LANES, parameter, &x1, &g1, &u1, &E1, &r1);
+                    dyt_common_front(xs, dys, bf16, row, dim, c + SIMD_LANES, dx_ahead, parameter, &x1, &g1, &u1,
+                                     &E1, &r1);
                 dyt_common_back(c, x, g, u, E, r, weight, parameter, dx_row, pw, pb, &part);
                 c += SIMD_LANES;
                 if (!next_common)
@@ -680,14 +689,15 @@ static inline void dyt_vjp_table_fill(double alpha_double, float *table)
 static inline __attribute__((always_inline)) int64_t dyt_table_run(const uint16_t *xs, const uint16_t *dys,
                                                                    int64_t row, int64_t dim, int64_t c, int64_t end,
                                                                    const float *table, const float *weight,
-                                                                   vfloat alpha, float *dx_row, float *pw, float *pb,
-                                                                   vfloat *part_param)
+                                                                   vfloat alpha, float *dx_row, const float *dx_ahead,
+                                                                   float *pw, float *pb, vfloat *part_param)
 {
     vfloat part = *part_param;
     for (; c < end; c += SIMD_LANES) {
-        /* the next row's vector (the strip walks the rows) */
+        /* the next row's vector (the strip walks the rows), and its dx's line (vjp_rows) */
         simd_prefetch(xs + row + dim + c);
         simd_prefetch(dys + row + dim + c);
+        prefetch_float(dx_ahead, c);
         const vfloat s2 = v_table_bf16_magnitude(table + LACS_CPU_DYT_TABLE_MAGNITUDES, xs + row + c);
         const vfloat g = v_load_bf16(dys + row + c);
         if (!vm_all(vm_and(vm_lt(v_zero(), s2), vm_le(v_abs(g), v_set1(0x1p40f)))))
@@ -783,15 +793,20 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
             for (int64_t r = r0; r < r1; r++) {
                 const int64_t row = r * dim;
                 float *const dx_row = stream ? dx_strip - c0 : out + row; /* dx_row + c: column c's dx */
+                /* DyT's loops prefetch the next row's dx (dx_ahead + c) for the read for ownership of its line
+                 * (DyT's VJP stores without streaming, norms.c): a line every 16 floats, the next row's
+                 * vectors' bytes half of them (optimized/cpu/README.md section 6). Streamed, the strip buffer. */
+                const float *const dx_ahead = stream ? dx_row : out + row + dim;
                 vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
                 int64_t c = c0;
                 while (c < full_end) {
                     if (table)
                         c = dyt_table_run((const uint16_t *)k.xs, (const uint16_t *)k.dys, row, dim, c, full_end,
-                                          table, k.weight, k.parameter, dx_row, pw_strip, pb_strip, &part_param);
+                                          table, k.weight, k.parameter, dx_row, dx_ahead, pw_strip, pb_strip,
+                                          &part_param);
                     else if (common)
                         c = vjp_common_run(op, k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
-                                           dx_row, pw_strip, pb_strip, &part_param);
+                                           dx_row, dx_ahead, pw_strip, pb_strip, &part_param);
                     if (c == full_end)
                         break;
                     simd_prefetch((const char *)k.xs + (row + dim + c) * size);
