@@ -244,15 +244,15 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
             fill_dyt_table(param, dyt_table);
     }
     /* Outputs larger than the caches are written with non-temporal stores (no
-     * read of each line before it is written), but DyT's VJP: its arithmetic,
-     * the heaviest of the norms', leaves the memory time enough for the reads
-     * for ownership, while its strip's bursts of non-temporal stores held the
-     * core (4096 x 4096, two threads, best of five alternate runs on the Xeon
-     * of optimized/cpu/README.md 8.2.6: avx2 fp32 15.3 -> 12.5 ms, bf16
-     * 12.3 -> 10.9; avx512 bf16 10.5 -> 8.6, fp32 9.7 -> 10.2). With its
-     * table too: non-temporal stores straight from the loop were no faster
-     * there (README.md section 6). */
-    const int stream = main_out && !(is_dyt && vjp) &&
+     * read of each line before it is written), but DyT's VJP, and the VJPs in
+     * the bf16 tier: their strips' bursts of non-temporal stores held the core
+     * longer than the reads for ownership took, which the kernels' loops
+     * start a row (or 4 KiB) ahead (4096 x 4096, two threads, on the Xeon of
+     * optimized/cpu/README.md 8.2.6: DyT's VJP avx2 fp32 15.3 -> 12.5 ms, bf16
+     * 12.3 -> 10.9, avx512 bf16 10.5 -> 8.6, fp32 9.7 -> 10.2; DyISRU's and
+     * softcap's VJPs in bf16, README.md section 6). With DyT's table too:
+     * non-temporal stores straight from the loop were no faster there. */
+    const int stream = main_out && !(vjp && (is_dyt || c->bf16)) &&
                        (double)rows * (double)dim * sizeof(float) >= LACS_CPU_STREAM_BYTES;
     elementwise_job job = {
         .kernel = kernel,

@@ -626,9 +626,10 @@ static inline __attribute__((always_inline)) int64_t vjp_common_run(vjp_op op, c
         return c;
     }
     for (; c < end; c += SIMD_LANES) {
-        /* the next row's vector (the strip walks the rows) */
+        /* the next row's vector (the strip walks the rows), and its dx's line (vjp_rows) */
         simd_prefetch((const char *)xs + (row + dim + c) * size);
         simd_prefetch((const char *)dys + (row + dim + c) * size);
+        prefetch_float(dx_ahead, c);
         const vfloat x = v_load_any(xs, bf16, row + c, SIMD_LANES), g = v_load_any(dys, bf16, row + c, SIMD_LANES);
         if (!vm_all(vm_and(vm_le(v_abs(g), v_set1(0x1p40f)), vm_le(v_abs(x), v_set1(0x1p20f)))))
             break;
@@ -793,9 +794,9 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
             for (int64_t r = r0; r < r1; r++) {
                 const int64_t row = r * dim;
                 float *const dx_row = stream ? dx_strip - c0 : out + row; /* dx_row + c: column c's dx */
-                /* DyT's loops prefetch the next row's dx (dx_ahead + c) for the read for ownership of its line
-                 * (DyT's VJP stores without streaming, norms.c): a line every 16 floats, the next row's
-                 * vectors' bytes half of them (optimized/cpu/README.md section 6). Streamed, the strip buffer. */
+                /* The common loops prefetch the next row's dx (dx_ahead + c) for the read for ownership of its
+                 * line, where dx is stored without streaming (norms.c says where): a line every 16 floats
+                 * (optimized/cpu/README.md section 6). Streamed, the strip buffer (in L1). */
                 const float *const dx_ahead = stream ? dx_row : out + row + dim;
                 vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
                 int64_t c = c0;
@@ -948,12 +949,15 @@ static inline __attribute__((always_inline)) void softcap_vjp_vector(const lacs_
  * to 1.5 times the general fast path's speed. */
 static inline __attribute__((always_inline)) int64_t softcap_vjp_common_run(const void *xs, const void *dys,
                                                                              int bf16, int64_t i, int64_t end,
-                                                                             vfloat cap, float *dx, vfloat *part)
+                                                                             vfloat cap, float *dx,
+                                                                             const float *dx_ahead, vfloat *part)
 {
     vfloat sum = *part;
     for (; i < end; i += SIMD_LANES) {
         prefetch_ahead(xs, i * (bf16 ? 2 : 4));
         prefetch_ahead(dys, i * (bf16 ? 2 : 4));
+        if (dx_ahead) /* dx's line for its read for ownership, where dx is not streamed (norms.c) */
+            prefetch_ahead(dx_ahead, i * 4);
         const vfloat x = v_load_any(xs, bf16, i, SIMD_LANES), g = v_load_any(dys, bf16, i, SIMD_LANES);
         const vfloat u = v_div(x, cap);
         if (!vm_all(vm_and(vm_le(v_abs(g), v_set1(0x1p40f)), vm_lt(v_abs(u), v_set1(1.0f)))))
@@ -992,7 +996,7 @@ static inline __attribute__((always_inline)) void softcap_vjp_elements(lacs_cpu_
         int64_t i = start;
         while (i < end) {
             if (common && i < full_end)
-                i = softcap_vjp_common_run(b->x, b->dy, bf16, i, full_end, cap, dx, &part);
+                i = softcap_vjp_common_run(b->x, b->dy, bf16, i, full_end, cap, dx, stream ? NULL : b->out, &part);
             if (i >= end)
                 break;
             prefetch_ahead(b->x, i * (bf16 ? 2 : 4));
