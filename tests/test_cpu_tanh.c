@@ -781,8 +781,11 @@ Test(cpu_norms_isa, the_binary32_forms_are_the_same_on_every_instruction_set)
  *
  * An output of LACS_CPU_STREAM_BYTES or more is written with non-temporal
  * stores (forward ops and VJPs: through an aligned head, whole aligned
- * vectors, a tail; the VJPs of DyISRU and softcap through a strip buffer;
- * DyT's VJP never: norms.c says why, and its comparison holds trivially). 1030 rows of 4099 (odd: every row starts at another alignment),
+ * vectors, a tail; the VJPs of DyISRU and softcap in fp32 through a strip
+ * buffer; DyT's VJP and the bf16 tier's VJPs never: norms.c says why, and
+ * their comparisons hold trivially; cpu_norms_dyt_table streams DyT's VJP
+ * through its kernel all the same). 1030 rows of 4099 (odd: every row
+ * starts at another alignment),
  * 16.9 MB of fp32 output, every op, both tiers, every instruction set: y or
  * dx bit for bit the same as from calls on 103 rows at a time (1.7 MB: the
  * ordinary stores), whose values depend on nothing else (the inputs are
