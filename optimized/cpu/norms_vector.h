@@ -779,8 +779,10 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
     /* with b->stream, a row's dx over the strip goes here (in L1), then out with stream_out */
     float dx_strip[VJP_STRIP] __attribute__((aligned(64)));
     const int stream = b->stream;
+#ifdef NORMS_DYT_TABLES
     /* DyT's bf16 table (dyt_table_run) */
     const float *const table = op == VJP_DYT && bf16 && common ? b->dyt_table : NULL;
+#endif
     vdouble sum_param = vd_zero();
     for (int64_t c0 = 0; c0 < dim; c0 += VJP_STRIP) {
         const int64_t width = dim - c0 < VJP_STRIP ? dim - c0 : VJP_STRIP;
@@ -801,11 +803,14 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
                 vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
                 int64_t c = c0;
                 while (c < full_end) {
+#ifdef NORMS_DYT_TABLES
                     if (table)
                         c = dyt_table_run((const uint16_t *)k.xs, (const uint16_t *)k.dys, row, dim, c, full_end,
                                           table, k.weight, k.parameter, dx_row, dx_ahead, pw_strip, pb_strip,
                                           &part_param);
-                    else if (common)
+                    else
+#endif
+                    if (common)
                         c = vjp_common_run(op, k.xs, k.dys, bf16, row, dim, c, full_end, k.weight, k.parameter,
                                            dx_row, dx_ahead, pw_strip, pb_strip, &part_param);
                     if (c == full_end)
@@ -1056,12 +1061,14 @@ static inline __attribute__((always_inline)) vfloat forward_lanes(const forward_
         return vm_none(below) ? y : v_select(below, y, softcap_below_one(x, u));
     }
     const vfloat w = v_load_first(o->weight + c, count), bias = v_load_first(o->bias + c, count);
+#ifdef NORMS_DYT_TABLES /* only where the kernels have the table: the test alone cost avx512's DyT 5 % */
     if (op == FORWARD_DYT && bf16 && o->table && count >= SIMD_LANES) {
         /* tanh looked up by |x|'s bits, its sign x's: dyt_lanes' y where every lane takes tanh's form */
         const vfloat t = v_table_bf16_magnitude(o->table, (const uint16_t *)o->x + e);
         if (vm_none(vm_lt(v_set1(2.0f), v_abs(t))))
             return v_fma(w, v_xor_sign(t, x), bias);
     }
+#endif
     if (op == FORWARD_DYT)
         return dyt_lanes(x, w, bias, o->parameter);
     if (o->fast && vm_all(vm_le(v_abs(x), v_set1(0x1p60f))))
