@@ -52,8 +52,8 @@ typedef struct {
  * gather instead of an exp and a division per element. Built where the call has at least
  * LACS_CPU_DYT_TABLE_ELEMENTS elements (building it costs about as much as
  * 2^14 elements: 11-19 us for alpha from 1e-3 to 3e4 under avx2), under the
- * instruction sets whose kernels provide dyt_vjp_table (avx2: where its
- * gathers cost less than the arithmetic). */
+ * instruction sets whose kernels provide them (dyt_table: avx2 and avx512;
+ * dyt_vjp_table: avx2; where the gathers cost less than the arithmetic). */
 #define LACS_CPU_DYT_TABLE_MAGNITUDES 32768
 #define LACS_CPU_DYT_TABLE_OTHER 4.0f
 #define LACS_CPU_DYT_TABLE_ELEMENTS (1 << 17)

@@ -779,7 +779,7 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
     /* with b->stream, a row's dx over the strip goes here (in L1), then out with stream_out */
     float dx_strip[VJP_STRIP] __attribute__((aligned(64)));
     const int stream = b->stream;
-#ifdef NORMS_DYT_TABLES
+#ifdef NORMS_DYT_VJP_TABLE
     /* DyT's bf16 table (dyt_table_run) */
     const float *const table = op == VJP_DYT && bf16 && common ? b->dyt_table : NULL;
 #endif
@@ -803,7 +803,7 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
                 vfloat part_param = v_zero(); /* the fast path's terms of this row of the strip, per lane */
                 int64_t c = c0;
                 while (c < full_end) {
-#ifdef NORMS_DYT_TABLES
+#ifdef NORMS_DYT_VJP_TABLE
                     if (table)
                         c = dyt_table_run((const uint16_t *)k.xs, (const uint16_t *)k.dys, row, dim, c, full_end,
                                           table, k.weight, k.parameter, dx_row, dx_ahead, pw_strip, pb_strip,
@@ -839,8 +839,10 @@ static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *
         simd_store_fence();
 }
 
-#ifdef NORMS_DYT_TABLES
+#ifdef NORMS_DYT_VJP_TABLE
 static void norms_dyt_vjp_table(double alpha, float *table) { dyt_vjp_table_fill(alpha, table); }
+#endif
+#ifdef NORMS_DYT_TABLE
 static void norms_dyt_table(double alpha, float *table) { dyt_table_fill(alpha, table); }
 #endif
 
@@ -1061,7 +1063,7 @@ static inline __attribute__((always_inline)) vfloat forward_lanes(const forward_
         return vm_none(below) ? y : v_select(below, y, softcap_below_one(x, u));
     }
     const vfloat w = v_load_first(o->weight + c, count), bias = v_load_first(o->bias + c, count);
-#ifdef NORMS_DYT_TABLES /* only where the kernels have the table: the test alone cost avx512's DyT 5 % */
+#ifdef NORMS_DYT_TABLE /* only where the kernels have the table: the test alone cost avx512's DyT 5 % */
     if (op == FORWARD_DYT && bf16 && o->table && count >= SIMD_LANES) {
         /* tanh looked up by |x|'s bits, its sign x's: dyt_lanes' y where every lane takes tanh's form */
         const vfloat t = v_table_bf16_magnitude(o->table, (const uint16_t *)o->x + e);
@@ -1345,8 +1347,10 @@ const lacs_cpu_norm_kernels NORM_KERNELS = {
     .sech2 = norms_sech2,
     .dyt = norms_dyt,
     .dyt_vjp = norms_dyt_vjp,
-#ifdef NORMS_DYT_TABLES
+#ifdef NORMS_DYT_TABLE
     .dyt_table = norms_dyt_table,
+#endif
+#ifdef NORMS_DYT_VJP_TABLE
     .dyt_vjp_table = norms_dyt_vjp_table,
 #endif
     .dyisru = norms_dyisru,
