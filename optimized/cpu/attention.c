@@ -95,19 +95,46 @@ static float adjoint_row_scalar(int64_t n, const float *p, float *dp, float D, f
     return sum;
 }
 
+static void transpose_scalar(int64_t rows, int64_t cols, const float *in, int64_t ldi, float *out, int64_t ldo)
+{
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            out[j * ldo + i] = in[i * ldi + j];
+}
+
+static void solve_rows_scalar(int64_t r0, int64_t r1, int64_t n, float *x, int64_t ld_x, const float *minus_l,
+                              int64_t ld_l, const float *beta, int64_t beta_stride)
+{
+    for (int64_t t = r0; t < r1; t++) {
+        float *x_t = x + t * ld_x;
+        for (int64_t s = r0; s < t; s++) {
+            const float minus_l_ts = minus_l[t * ld_l + s];
+            const float *x_s = x + s * ld_x;
+            for (int64_t c = 0; c < n; c++)
+                x_t[c] += minus_l_ts * x_s[c];
+        }
+        const float beta_t = beta[t * beta_stride];
+        for (int64_t c = 0; c < n; c++)
+            x_t[c] *= beta_t;
+    }
+}
+
 static row_kernels kernels_for(lacs_cpu_isa isa)
 {
     switch (isa) {
     case LACS_ISA_AVX512:
         return (row_kernels){lacs_cpu_attention_logits_row_avx512, lacs_cpu_attention_exp_row_avx512,
-                             lacs_cpu_attention_adjoint_row_avx512};
+                             lacs_cpu_attention_adjoint_row_avx512, lacs_cpu_attention_transpose_avx512,
+                             lacs_cpu_attention_solve_rows_avx512};
     case LACS_ISA_AVX2:
         return (row_kernels){lacs_cpu_attention_logits_row_avx2, lacs_cpu_attention_exp_row_avx2,
-                             lacs_cpu_attention_adjoint_row_avx2};
+                             lacs_cpu_attention_adjoint_row_avx2, lacs_cpu_attention_transpose_avx2,
+                             lacs_cpu_attention_solve_rows_avx2};
     case LACS_ISA_SCALAR:
         break;
     }
-    return (row_kernels){logits_row_scalar, exp_row_scalar, adjoint_row_scalar};
+    return (row_kernels){logits_row_scalar, exp_row_scalar, adjoint_row_scalar, transpose_scalar,
+                         solve_rows_scalar};
 }
 
 /* Sizes, checks the dispatcher leaves to the family (H >= 1, HV % H, the
@@ -251,25 +278,15 @@ static int run_blocks(block_job *job, int64_t first_head, int64_t heads, lacs_cp
 /* ---- key tiles: each block's K^T, [K x BLOCK], for one q/k head ---- */
 
 /* tile[c * ld_tile + j] = x[(first + j), head, c] for the block's tokens, 0
- * past its end up to BLOCK (so that a partial block's GEMM reads zeros). */
-static void transpose_block(const float *x, int64_t heads, int64_t K, int64_t head, int64_t first, int64_t rows,
-                            float *tile, int64_t ld_tile)
+ * past its end up to BLOCK (so that a partial block's GEMM reads zeros): the
+ * instruction set's transpose (8 x 8 blocks by shuffles; element by element,
+ * compiled for the baseline, it was 3 % of path_attn's time). */
+static void transpose_block(const problem *p, const float *x, int64_t head, int64_t first, int64_t rows, float *tile,
+                            int64_t ld_tile)
 {
-    /* 16 tokens at a time: their rows of x stay in L1 while each tile row gets 16 consecutive floats */
-    for (int64_t j0 = 0; j0 < rows; j0 += 16) {
-        const int64_t count = rows - j0 < 16 ? rows - j0 : 16;
-        const float *source[16];
-        for (int64_t j = 0; j < count; j++)
-            source[j] = x + ((first + j0 + j) * heads + head) * K;
-        for (int64_t c = 0; c < K; c++) {
-            float *row = tile + c * ld_tile + j0;
-            for (int64_t j = 0; j < count; j++)
-                row[j] = source[j][c];
-        }
-    }
-    for (int64_t c = 0; c < K; c++)
-        for (int64_t j = rows; j < BLOCK; j++)
-            tile[c * ld_tile + j] = 0.0f;
+    p->kernels.transpose(rows, p->K, x + (first * p->H + head) * p->K, p->H * p->K, tile, ld_tile);
+    for (int64_t c = 0; c < p->K; c++)
+        memset(tile + c * ld_tile + rows, 0, (size_t)(BLOCK - rows) * sizeof(float));
 }
 
 /* The tiles of q/k heads first_head .. first_head + heads - 1 (one pass),
@@ -734,14 +751,18 @@ static int deltaformer(const lacs_cpu_call *c)
  *   tile  [K x 3 BLOCK]: columns [0, BLOCK) K~^T, the keys carried to the
  *         block's end e, k~_j = H_e ... H_{j+1} k_j = k_j - sum_t DC_tj w_t;
  *         [BLOCK, 2 BLOCK) W^T; [2 BLOCK, 3 BLOCK) K^T;
- *   -U    [BLOCK x K];  -DC [BLOCK x BLOCK];
+ *   -U    [BLOCK x K], -DC [BLOCK x BLOCK], packed (the right operands of
+ *         the block's K~ and M and of its query block's diagonal products);
  *   M     [K x K] = I - W^T U, the whole block's product H_0 ... H_{nb-1}
  *         transposed, to carry a row vector over the block: y^T M = (H_0 ...
  *         H_{nb-1} y)^T. Explicit, it costs K^2 per query and block against
  *         the WY form's 2 BLOCK K (Y - (Y W^T) U): a quarter for K = 64,
  *         less whenever K < 2 BLOCK (head sizes up to 256). */
 typedef struct {
-    float *tiles, *minus_u, *minus_dc, *transport;
+    float *tiles, *transport;
+    /* the right operands of the block's own products and of its query block's diagonal, packed once: W^T and K^T
+     * (W W^T, W K^T, Q W^T, Q K^T), -U (M, Y) and -DC (K~, the diagonal's correction) */
+    float *w_k_packed, *minus_u_packed, *minus_dc_packed;
     /* the right operands of the earlier blocks' products, packed once: K~^T, M and V_b */
     float *tilde_packed, *transport_packed, *value_tiles;
     /* a fold's (LACS_CPU_PATH_FOLD blocks): each block's keys carried to the fold's top, P_b K~_b^T, and at the top
@@ -760,13 +781,22 @@ static float *path_tile(const problem *p, const path_blocks *pb, int64_t head_in
 {
     return pb->tiles + (head_in_pass * p->n_blocks + index) * p->K * 3 * BLOCK;
 }
-static float *path_minus_u(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+/* W^T packed, then K^T packed (path_k_packed) */
+static float *path_w_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
 {
-    return pb->minus_u + (head_in_pass * p->n_blocks + index) * BLOCK * p->K;
+    return pb->w_k_packed + (size_t)(head_in_pass * p->n_blocks + index) * 2 * key_tile_size(p);
 }
-static float *path_minus_dc(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+static float *path_k_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
 {
-    return pb->minus_dc + (head_in_pass * p->n_blocks + index) * BLOCK * BLOCK;
+    return path_w_packed(p, pb, head_in_pass, index) + key_tile_size(p);
+}
+static float *path_minus_u_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->minus_u_packed + (size_t)(head_in_pass * p->n_blocks + index) * p->gemm->packed_b_size(BLOCK, p->K);
+}
+static float *path_minus_dc_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+{
+    return pb->minus_dc_packed + (size_t)(head_in_pass * p->n_blocks + index) * p->gemm->packed_b_size(BLOCK, BLOCK);
 }
 static float *path_transport(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
 {
@@ -805,9 +835,11 @@ typedef struct {
  * diagonal are one GEMM each, only the 8 x 8 triangles are row by row. */
 #define SOLVE_PANEL 8
 
-/* One block's tile, -U, -DC and M (value head it->head). Workspace: S holds
- * [W W^T | W K^T] ([nb x 2 BLOCK]); extra holds the right-hand sides, then
- * the solutions, X [nb x (K + BLOCK)]. */
+/* One block's tile, its operands packed, -U, -DC and M (value head
+ * it->head). Workspace: S holds [W W^T | W K^T] ([nb x 2 BLOCK]); extra holds
+ * -X = [-U | -DC] [nb x (K + BLOCK)], solved for from the negated right-hand
+ * sides: negation is exact and every step's rounding symmetric, so these are
+ * X's bits negated, with no pass to negate them after. */
 static void path_block_task(void *context, int64_t item, int thread)
 {
     const path_job *job = context;
@@ -815,26 +847,32 @@ static void path_block_task(void *context, int64_t item, int thread)
     const block_item *it = &job->base.items[item];
     const int64_t hv = it->head, h = hv / p->group, t0 = item_first(it), nb = item_rows(it), K = p->K;
     running_softmax unused;
-    float *X;
+    float *X; /* -X: [-U | -DC] */
     float *gram = workspace_of(p, job->ws, thread, &unused, &X);
     const int64_t head_in_pass = hv - job->base.first_head;
     float *tile = path_tile(p, job->pb, head_in_pass, it->index);
-    float *minus_u = path_minus_u(p, job->pb, head_in_pass, it->index);
-    float *minus_dc = path_minus_dc(p, job->pb, head_in_pass, it->index);
     const int64_t ld_tile = 3 * BLOCK, ld_gram = 2 * BLOCK, ld_x = K + BLOCK;
-    transpose_block(p->w, p->H, K, h, t0, nb, tile + BLOCK, ld_tile);
-    transpose_block(p->k, p->H, K, h, t0, nb, tile + 2 * BLOCK, ld_tile);
-    /* [W W^T | W K^T], two GEMMs over the tile's W^T and K^T columns; only their strictly lower parts are read
-     * (L, and W K^T's t > j), so the tiles wholly above the diagonal are skipped (C_LOWER: left as they were) */
+    transpose_block(p, p->w, h, t0, nb, tile + BLOCK, ld_tile);
+    transpose_block(p, p->k, h, t0, nb, tile + 2 * BLOCK, ld_tile);
+    /* W^T and K^T packed once, for these two products and their query block's two */
+    float *w_packed = path_w_packed(p, job->pb, head_in_pass, it->index);
+    float *k_packed = path_k_packed(p, job->pb, head_in_pass, it->index);
+    p->gemm->pack_b(K, BLOCK, tile + BLOCK, ld_tile, 0, w_packed);
+    p->gemm->pack_b(K, BLOCK, tile + 2 * BLOCK, ld_tile, 0, k_packed);
+    /* [W W^T | W K^T], two GEMMs; only their strictly lower parts are read (L, and W K^T's t > j), so the tiles
+     * wholly above the diagonal are skipped (C_LOWER: left as they were) */
     const float *W = p->w + (t0 * p->H + h) * K;
-    p->gemm->sgemm_general(nb, nb, K, W, p->H * K, tile + BLOCK, ld_tile, gram, ld_gram, 0.0f, LACS_GEMM_C_LOWER);
-    p->gemm->sgemm_general(nb, nb, K, W, p->H * K, tile + 2 * BLOCK, ld_tile, gram + BLOCK, ld_gram, 0.0f,
-                           LACS_GEMM_C_LOWER);
-    /* right-hand sides [W | (W K^T) (.) [t > j]], and -L in place of W W^T's lower part */
+    p->gemm->sgemm_packed(nb, nb, K, W, p->H * K, w_packed, gram, ld_gram, 0.0f, LACS_GEMM_C_LOWER);
+    p->gemm->sgemm_packed(nb, nb, K, W, p->H * K, k_packed, gram + BLOCK, ld_gram, 0.0f, LACS_GEMM_C_LOWER);
+    /* right-hand sides negated, -[W | (W K^T) (.) [t > j]] (0 past the block's end), and -L in place of W W^T's
+     * lower part */
     for (int64_t t = 0; t < nb; t++) {
         float *x = X + t * ld_x;
-        memcpy(x, p->w + ((t0 + t) * p->H + h) * K, (size_t)K * sizeof(float));
-        memcpy(x + K, gram + t * ld_gram + BLOCK, (size_t)t * sizeof(float));
+        const float *w_t = p->w + ((t0 + t) * p->H + h) * K, *wk_t = gram + t * ld_gram + BLOCK;
+        for (int64_t c = 0; c < K; c++)
+            x[c] = -w_t[c];
+        for (int64_t j = 0; j < t; j++)
+            x[K + j] = -wk_t[j];
         memset(x + K + t, 0, (size_t)(BLOCK - t) * sizeof(float));
         for (int64_t s = 0; s < t; s++)
             gram[t * ld_gram + s] = -gram[t * ld_gram + s];
@@ -846,35 +884,24 @@ static void path_block_task(void *context, int64_t item, int thread)
          * not zero: W's K, and DC's j < r0 (DC_sj = 0 for j >= s: the right-hand side is, and the solve keeps it) */
         if (r0 > 0)
             p->gemm->sgemm(r1 - r0, K + r0, r0, gram + r0 * ld_gram, ld_gram, X, ld_x, X + r0 * ld_x, ld_x, 1);
-        for (int64_t t = r0; t < r1; t++) {
-            float *x = X + t * ld_x;
-            for (int64_t s = r0; s < t; s++) {
-                const float minus_l = gram[t * ld_gram + s];
-                const float *x_s = X + s * ld_x;
-                for (int64_t c = 0; c < ld_x; c++)
-                    x[c] += minus_l * x_s[c];
-            }
-            const float beta = p->beta[(t0 + t) * p->HV + hv];
-            for (int64_t c = 0; c < ld_x; c++)
-                x[c] *= beta;
-        }
+        /* the panel's own rows, one after another (the instruction set's vectors along the columns) */
+        p->kernels.solve_rows(r0, r1, ld_x, X, ld_x, gram, ld_gram, p->beta + t0 * p->HV + hv, p->HV);
     }
-    for (int64_t t = 0; t < BLOCK; t++) {
-        for (int64_t c = 0; c < K; c++)
-            minus_u[t * K + c] = t < nb ? -X[t * ld_x + c] : 0.0f;
-        for (int64_t j = 0; j < BLOCK; j++)
-            minus_dc[t * BLOCK + j] = t < nb ? -X[t * ld_x + K + j] : 0.0f;
-    }
+    /* -U and -DC packed once, for the products below and their query block's two (k = nb) */
+    float *minus_u = path_minus_u_packed(p, job->pb, head_in_pass, it->index);
+    float *minus_dc = path_minus_dc_packed(p, job->pb, head_in_pass, it->index);
+    p->gemm->pack_b(nb, K, X, ld_x, 0, minus_u);
+    p->gemm->pack_b(nb, nb, X + K, ld_x, 0, minus_dc);
     /* K~^T = K^T + W^T (-DC) */
     for (int64_t c = 0; c < K; c++)
         memcpy(tile + c * ld_tile, tile + c * ld_tile + 2 * BLOCK, BLOCK * sizeof(float));
-    p->gemm->sgemm(K, nb, nb, tile + BLOCK, ld_tile, minus_dc, BLOCK, tile, ld_tile, 1);
+    p->gemm->sgemm_packed(K, nb, nb, tile + BLOCK, ld_tile, minus_dc, tile, ld_tile, 1.0f, 0);
     /* M = I + W^T (-U) */
     float *transport = path_transport(p, job->pb, head_in_pass, it->index);
+    memset(transport, 0, (size_t)(K * K) * sizeof(float));
     for (int64_t r = 0; r < K; r++)
-        for (int64_t c = 0; c < K; c++)
-            transport[r * K + c] = r == c ? 1.0f : 0.0f;
-    p->gemm->sgemm(K, K, nb, tile + BLOCK, ld_tile, minus_u, K, transport, K, 1);
+        transport[r * K + r] = 1.0f;
+    p->gemm->sgemm_packed(K, K, nb, tile + BLOCK, ld_tile, minus_u, transport, K, 1.0f, 0);
     /* K~^T and M packed once for the later query blocks' products */
     p->gemm->pack_b(K, nb, tile, ld_tile, 0, path_tilde_packed(p, job->pb, head_in_pass, it->index));
     p->gemm->pack_b(K, K, transport, K, 0, path_transport_packed(p, job->pb, head_in_pass, it->index));
@@ -930,7 +957,7 @@ static void path_query_task(void *context, int64_t item_index, int thread)
     const problem *p = job->base.p;
     const block_item *it = &job->base.items[item_index];
     const int64_t hv = it->head, h = hv / p->group, i0 = item_first(it), rows = item_rows(it), K = p->K;
-    const int64_t ld_s = 2 * BLOCK, ld_tile = 3 * BLOCK, head_in_pass = hv - job->base.first_head;
+    const int64_t ld_s = 2 * BLOCK, head_in_pass = hv - job->base.first_head;
     running_softmax r;
     float *Y;
     float *S = workspace_of(p, job->ws, thread, &r, &Y);
@@ -943,21 +970,22 @@ static void path_query_task(void *context, int64_t item_index, int thread)
 
     /* the diagonal block: [Q W^T | Q K^T], two GEMMs of which only the lower triangles are read (t <= i, j <= i;
      * the logits above are masked, softmax_step), then Q W^T masked to t <= i */
-    const float *own_tile = path_tile(p, job->pb, head_in_pass, it->index);
-    p->gemm->sgemm_general(rows, rows, K, Q, p->H * K, own_tile + BLOCK, ld_tile, S, ld_s, 0.0f, LACS_GEMM_C_LOWER);
-    p->gemm->sgemm_general(rows, rows, K, Q, p->H * K, own_tile + 2 * BLOCK, ld_tile, S + BLOCK, ld_s, 0.0f,
-                           LACS_GEMM_C_LOWER);
+    p->gemm->sgemm_packed(rows, rows, K, Q, p->H * K, path_w_packed(p, job->pb, head_in_pass, it->index), S, ld_s,
+                          0.0f, LACS_GEMM_C_LOWER);
+    p->gemm->sgemm_packed(rows, rows, K, Q, p->H * K, path_k_packed(p, job->pb, head_in_pass, it->index), S + BLOCK,
+                          ld_s, 0.0f, LACS_GEMM_C_LOWER);
     for (int64_t row = 0; row < rows; row++)
         for (int64_t t = row + 1; t < BLOCK; t++)
             S[row * ld_s + t] = 0.0f;
     for (int64_t row = 0; row < rows; row++)
         memcpy(Y + row * K, Q + row * p->H * K, (size_t)K * sizeof(float));
-    const float *minus_dc = path_minus_dc(p, job->pb, head_in_pass, it->index);
+    const float *minus_u = path_minus_u_packed(p, job->pb, head_in_pass, it->index);
+    const float *minus_dc = path_minus_dc_packed(p, job->pb, head_in_pass, it->index);
     /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part; and
      * times -DC (DC_tj = 0 for j >= t) it is lower triangular too, as the logits it corrects */
-    p->gemm->sgemm_general(rows, rows, rows, S, ld_s, minus_dc, BLOCK, S + BLOCK, ld_s, 1.0f,
+    p->gemm->sgemm_packed(rows, rows, rows, S, ld_s, minus_dc, S + BLOCK, ld_s, 1.0f,
                            LACS_GEMM_A_LOWER | LACS_GEMM_C_LOWER);
-    p->gemm->sgemm_general(rows, K, rows, S, ld_s, path_minus_u(p, job->pb, head_in_pass, it->index), K, Y, K, 1.0f,
+    p->gemm->sgemm_packed(rows, K, rows, S, ld_s, minus_u, Y, K, 1.0f,
                            LACS_GEMM_A_LOWER);
     softmax_step(p, &rule, it->start, i0, rows, i0, rows, S + BLOCK, ld_s, &r);
     /* the weights are 0 above the diagonal (j > i): lower triangular */
@@ -1014,28 +1042,32 @@ int lacs_cpu_attention_path_forward(const problem *pp)
     gates gate = {NULL, NULL};
     /* a pass of value heads at a time (beta, hence the transitions, are per value head) */
     const int64_t pass = heads_per_pass(&p, p.HV), blocks = pass * p.n_blocks;
+    const size_t key_tiles = (size_t)blocks * key_tile_size(&p), square = (size_t)blocks * (size_t)(p.K * p.K);
+    const size_t transports = (size_t)blocks * p.gemm->packed_b_size(p.K, p.K);
     path_blocks pb = {
-        lacs_cpu_scratch_alloc((size_t)(blocks * p.K * 3 * BLOCK + 1) * sizeof(float)),
-        lacs_cpu_scratch_alloc((size_t)(blocks * BLOCK * p.K + 1) * sizeof(float)),
-        lacs_cpu_scratch_alloc((size_t)(blocks * BLOCK * BLOCK + 1) * sizeof(float)),
-        lacs_cpu_scratch_alloc((size_t)(blocks * p.K * p.K + 1) * sizeof(float)),
-        lacs_cpu_scratch_alloc(((size_t)blocks * key_tile_size(&p) + 1) * sizeof(float)),
-        lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(p.K, p.K) + 1) * sizeof(float)),
-        lacs_cpu_scratch_alloc(((size_t)blocks * value_tile_size(&p) + 1) * sizeof(float)),
-        lacs_cpu_scratch_alloc(((size_t)blocks * key_tile_size(&p) + 1) * sizeof(float)),
-        lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(p.K, p.K) + 1) * sizeof(float)),
+        .tiles = lacs_cpu_scratch_alloc((size_t)(blocks * p.K * 3 * BLOCK + 1) * sizeof(float)),
+        .transport = lacs_cpu_scratch_alloc((square + 1) * sizeof(float)),
+        .w_k_packed = lacs_cpu_scratch_alloc((2 * key_tiles + 1) * sizeof(float)),
+        .minus_u_packed = lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(BLOCK, p.K) + 1) * sizeof(float)),
+        .minus_dc_packed =
+            lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(BLOCK, BLOCK) + 1) * sizeof(float)),
+        .tilde_packed = lacs_cpu_scratch_alloc((key_tiles + 1) * sizeof(float)),
+        .transport_packed = lacs_cpu_scratch_alloc((transports + 1) * sizeof(float)),
+        .value_tiles = lacs_cpu_scratch_alloc(((size_t)blocks * value_tile_size(&p) + 1) * sizeof(float)),
+        .folded_packed = lacs_cpu_scratch_alloc((key_tiles + 1) * sizeof(float)),
+        .fold_transport_packed = lacs_cpu_scratch_alloc((transports + 1) * sizeof(float)),
     };
     const int64_t fold_floats = 2 * p.K * p.K + p.K * BLOCK;
     int64_t fold = LACS_CPU_PATH_FOLD_DEFAULT;
     rc = lacs_cpu_path_fold(&fold);
     float *fold_scratch = lacs_cpu_scratch_alloc((size_t)(fold_floats * p.threads + 1) * sizeof(float));
     workspaces ws = {NULL, 0};
-    if (!pb.tiles || !pb.minus_u || !pb.minus_dc || !pb.transport || !pb.tilde_packed || !pb.transport_packed ||
+    if (!pb.tiles || !pb.transport || !pb.w_k_packed || !pb.minus_u_packed || !pb.minus_dc_packed || !pb.tilde_packed || !pb.transport_packed ||
         !pb.value_tiles || !pb.folded_packed || !pb.fold_transport_packed || !fold_scratch)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the blocks' transitions");
     if (rc == LACS_OK && p.g)
         rc = lacs_cpu_attention_gates(&p, p.scale, &gate);
-    /* extra: the solve's X [BLOCK x (K + BLOCK)], or a query block's Y and next Y [BLOCK x K] */
+    /* extra: the solve's -X [BLOCK x (K + BLOCK)], or a query block's Y and next Y [BLOCK x K] */
     if (rc == LACS_OK)
         rc = make_workspaces(&p, BLOCK * (p.K + BLOCK) + 2 * round16(BLOCK * p.K), &ws);
     for (int64_t hv = 0; hv < p.HV && rc == LACS_OK; hv += pass) {
@@ -1051,8 +1083,9 @@ int lacs_cpu_attention_path_forward(const problem *pp)
     }
     lacs_cpu_scratch_free(ws.memory);
     lacs_cpu_scratch_free(pb.tiles);
-    lacs_cpu_scratch_free(pb.minus_u);
-    lacs_cpu_scratch_free(pb.minus_dc);
+    lacs_cpu_scratch_free(pb.w_k_packed);
+    lacs_cpu_scratch_free(pb.minus_u_packed);
+    lacs_cpu_scratch_free(pb.minus_dc_packed);
     lacs_cpu_scratch_free(pb.transport);
     lacs_cpu_scratch_free(pb.tilde_packed);
     lacs_cpu_scratch_free(pb.transport_packed);

@@ -8,4 +8,6 @@
 #define ATTENTION_LOGITS_ROW lacs_cpu_attention_logits_row_avx2
 #define ATTENTION_EXP_ROW lacs_cpu_attention_exp_row_avx2
 #define ATTENTION_ADJOINT_ROW lacs_cpu_attention_adjoint_row_avx2
+#define ATTENTION_TRANSPOSE lacs_cpu_attention_transpose_avx2
+#define ATTENTION_SOLVE_ROWS lacs_cpu_attention_solve_rows_avx2
 #include "attention_rows.h"

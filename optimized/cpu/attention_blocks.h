@@ -24,6 +24,8 @@ typedef struct {
     lacs_cpu_logits_row_fn logits_row;
     lacs_cpu_exp_row_fn exp_row;
     lacs_cpu_adjoint_row_fn adjoint_row;
+    lacs_cpu_transpose_fn transpose;
+    lacs_cpu_solve_rows_fn solve_rows;
 } row_kernels;
 
 typedef struct {

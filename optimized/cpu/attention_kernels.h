@@ -48,15 +48,35 @@ typedef float (*lacs_cpu_exp_row_fn)(int64_t n, float *x, float max, int normali
 typedef float (*lacs_cpu_adjoint_row_fn)(int64_t n, const float *p, float *dp, float D, float *col_sum,
                                          float *p_max);
 
+/* out [cols x rows] (leading dimension ldo) = in [rows x cols] (ldi) transposed (simd_math.h's simd_transpose:
+ * 8 x 8 blocks by shuffles): PaTH's tiles of W^T and K^T. */
+typedef void (*lacs_cpu_transpose_fn)(int64_t rows, int64_t cols, const float *in, int64_t ldi, float *out,
+                                      int64_t ldo);
+
+/* Rows r0 .. r1 - 1 of PaTH's UT solve (attention.c, path_block_task), the terms of the rows before r0 already
+ * added: for t = r0 .. r1 - 1 in turn, x_t <- beta_t (x_t + sum_{s = r0}^{t - 1} minus_l[t][s] x_s) over the
+ * columns 0 .. n - 1 of x [rows x ld_x] (minus_l [rows x ld_l]; beta_t = beta[t * beta_stride]), each term a
+ * product then a sum, s increasing: the scalar loop's arithmetic, the same bits on every instruction set. */
+typedef void (*lacs_cpu_solve_rows_fn)(int64_t r0, int64_t r1, int64_t n, float *x, int64_t ld_x,
+                                       const float *minus_l, int64_t ld_l, const float *beta, int64_t beta_stride);
+
 float lacs_cpu_attention_logits_row_avx2(int64_t n, float *x, int64_t lo, int64_t hi, float scale, float row_bias,
                                           const float *col_bias);
 float lacs_cpu_attention_exp_row_avx2(int64_t n, float *x, float max, int normalised);
 float lacs_cpu_attention_adjoint_row_avx2(int64_t n, const float *p, float *dp, float D, float *col_sum, float *p_max);
+void lacs_cpu_attention_transpose_avx2(int64_t rows, int64_t cols, const float *in, int64_t ldi, float *out,
+                                       int64_t ldo);
+void lacs_cpu_attention_solve_rows_avx2(int64_t r0, int64_t r1, int64_t n, float *x, int64_t ld_x,
+                                        const float *minus_l, int64_t ld_l, const float *beta, int64_t beta_stride);
 
 float lacs_cpu_attention_logits_row_avx512(int64_t n, float *x, int64_t lo, int64_t hi, float scale,
                                             float row_bias, const float *col_bias);
 float lacs_cpu_attention_exp_row_avx512(int64_t n, float *x, float max, int normalised);
 float lacs_cpu_attention_adjoint_row_avx512(int64_t n, const float *p, float *dp, float D, float *col_sum,
                                             float *p_max);
+void lacs_cpu_attention_transpose_avx512(int64_t rows, int64_t cols, const float *in, int64_t ldi, float *out,
+                                         int64_t ldo);
+void lacs_cpu_attention_solve_rows_avx512(int64_t r0, int64_t r1, int64_t n, float *x, int64_t ld_x,
+                                          const float *minus_l, int64_t ld_l, const float *beta, int64_t beta_stride);
 
 #endif

@@ -2,7 +2,9 @@
  * (attention_kernels.h), written once over a primitive layer (simd_avx512.h
  * or simd_avx2.h, with simd_math.h's exp, which the including file,
  * attention_<isa>.c, includes first), named ATTENTION_LOGITS_ROW,
- * ATTENTION_EXP_ROW and ATTENTION_ADJOINT_ROW. A column past n is neither read nor written; exp is
+ * ATTENTION_EXP_ROW and ATTENTION_ADJOINT_ROW, and PaTH's element-wise
+ * kernels of a block's transitions, ATTENTION_TRANSPOSE and
+ * ATTENTION_SOLVE_ROWS. A column past n is neither read nor written; exp is
  * Cephes' expf (simd_math.h): subnormal results and overflow to +inf as the
  * libm's, H1's exp(s_ij - m_i) within a few ulp, as SPEC.md 11.1 permits. */
 #include <math.h>
@@ -84,4 +86,25 @@ float ATTENTION_ADJOINT_ROW(int64_t n, const float *p, float *dp, float D, float
     }
     *p_max = v_reduce_max(max_v);
     return v_reduce_add(sum_v);
+}
+
+void ATTENTION_TRANSPOSE(int64_t rows, int64_t cols, const float *in, int64_t ldi, float *out, int64_t ldo)
+{
+    simd_transpose(rows, cols, in, ldi, out, ldo);
+}
+
+void ATTENTION_SOLVE_ROWS(int64_t r0, int64_t r1, int64_t n, float *x, int64_t ld_x, const float *minus_l,
+                          int64_t ld_l, const float *beta, int64_t beta_stride)
+{
+    for (int64_t t = r0; t < r1; t++) {
+        float *x_t = x + t * ld_x;
+        const vfloat beta_t = v_set1(beta[t * beta_stride]);
+        for (int64_t c = 0; c < n; c += SIMD_LANES) {
+            const int64_t count = n - c;
+            vfloat sum = v_load_first(x_t + c, count);
+            for (int64_t s = r0; s < t; s++) /* a product, then a sum: the scalar loop's two roundings */
+                sum = v_add(sum, v_mul(v_set1(minus_l[t * ld_l + s]), v_load_first(x + s * ld_x + c, count)));
+            v_store_first(x_t + c, v_mul(sum, beta_t), count);
+        }
+    }
 }
