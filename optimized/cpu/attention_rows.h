@@ -17,15 +17,31 @@ float ATTENTION_LOGITS_ROW(int64_t n, float *x, int64_t lo, int64_t hi, float sc
     const vfloat lane = v_lane_index(), minus_inf = v_set1(-INFINITY);
     const vfloat scale_v = v_set1(scale), row_bias_v = v_set1(row_bias), first = v_set1((float)lo),
                  end = v_set1((float)hi);
-    vfloat max_v = minus_inf;
+    /* four running maxima, vectors j, j + 1, j + 2 and j + 3 apart: one chain of v_max took 4 cycles a vector, the
+     * row's critical path with the exp row's sum (the same maximum in any order) */
+    vfloat max_v = minus_inf, max_1 = minus_inf, max_2 = minus_inf, max_3 = minus_inf;
     int64_t j = 0;
-    if (lo <= 0 && hi >= n) /* a row wholly visible (a block below the diagonal): its whole vectors need no mask */
+    if (lo <= 0 && hi >= n) { /* a row wholly visible (a block below the diagonal): its whole vectors need no mask */
+        for (; j + 4 * SIMD_LANES <= n; j += 4 * SIMD_LANES) {
+            vfloat logit[4];
+            for (int u = 0; u < 4; u++) {
+                const int64_t at = j + u * SIMD_LANES;
+                const vfloat bias = col_bias ? v_sub(row_bias_v, v_load(col_bias + at)) : row_bias_v;
+                logit[u] = v_fma(scale_v, v_load(x + at), bias);
+                v_store(x + at, logit[u]);
+            }
+            max_v = v_max(max_v, logit[0]);
+            max_1 = v_max(max_1, logit[1]);
+            max_2 = v_max(max_2, logit[2]);
+            max_3 = v_max(max_3, logit[3]);
+        }
         for (; j + SIMD_LANES <= n; j += SIMD_LANES) {
             const vfloat bias = col_bias ? v_sub(row_bias_v, v_load(col_bias + j)) : row_bias_v;
             const vfloat logit = v_fma(scale_v, v_load(x + j), bias);
             v_store(x + j, logit);
             max_v = v_max(max_v, logit);
         }
+    }
     for (; j < n; j += SIMD_LANES) {
         const int64_t count = n - j;
         /* visible: lo <= column < hi (column indices of a block are small integers: exact in fp32) */
@@ -38,7 +54,31 @@ float ATTENTION_LOGITS_ROW(int64_t n, float *x, int64_t lo, int64_t hi, float sc
         v_store_first(x + j, logit, count);
         max_v = v_max(max_v, logit); /* a NaN logit is kept: v_max returns its second operand then */
     }
-    return v_reduce_max(max_v);
+    return v_reduce_max(v_max(v_max(max_2, max_3), v_max(max_1, max_v)));
+}
+
+/* The weights of x[j .. j + count - 1] (count >= SIMD_LANES: a whole vector), stored in place; returned, 0 past
+ * count. */
+static inline __attribute__((always_inline)) vfloat exp_vector(float *x, int64_t count, vfloat max_v, vfloat smallest,
+                                                               int normalised)
+{
+    const vfloat d = v_sub(v_load_first(x, count), max_v);
+    if (normalised) {
+        /* v_exp's common case without its clamps (d <= 0 here, or NaN): every lane's n in [-125, 127] (false for
+         * NaN), where the clamps change nothing and each weight is at least 0.7 2^-125, none to drop; v_exp and
+         * the drop otherwise (a masked logit's -inf, a weight below 2^-125): the same bits */
+        vfloat n_pow;
+        const vfloat er = v_exp_reduced(d, &n_pow);
+        if (vm_all(vm_and(vm_ge(n_pow, v_set1(-125.0f)), vm_le(n_pow, v_set1(127.0f))))) {
+            const vfloat p = v_scale_pow2_normal(er, n_pow);
+            v_store_first(x, p, count);
+            return count >= SIMD_LANES ? p : v_zero_unless(vm_first(count), p);
+        }
+    }
+    vfloat p = v_exp(d);
+    p = v_select(vm_lt(p, smallest), p, v_zero()); /* vm_lt is false for NaN: a NaN is kept */
+    v_store_first(x, p, count);
+    return count >= SIMD_LANES ? p : v_zero_unless(vm_first(count), p);
 }
 
 float ATTENTION_EXP_ROW(int64_t n, float *x, float max, int normalised)
@@ -46,29 +86,19 @@ float ATTENTION_EXP_ROW(int64_t n, float *x, float max, int normalised)
     const vfloat max_v = v_set1(max);
     /* a normalised row's weights below 2^-126 written as 0 (attention_kernels.h says why); -1 keeps them all */
     const vfloat smallest = v_set1(normalised ? 0x1p-126f : -1.0f);
-    vfloat sum_v = v_zero();
-    for (int64_t j = 0; j < n; j += SIMD_LANES) {
-        const int64_t count = n - j;
-        const vfloat d = v_sub(v_load_first(x + j, count), max_v);
-        if (normalised) {
-            /* v_exp's common case without its clamps (d <= 0 here, or NaN): every lane's n in [-125, 127] (false
-             * for NaN), where the clamps change nothing and each weight is at least 0.7 2^-125, none to drop;
-             * v_exp and the drop otherwise (a masked logit's -inf, a weight below 2^-125): the same bits */
-            vfloat n_pow;
-            const vfloat er = v_exp_reduced(d, &n_pow);
-            if (vm_all(vm_and(vm_ge(n_pow, v_set1(-125.0f)), vm_le(n_pow, v_set1(127.0f))))) {
-                const vfloat p = v_scale_pow2_normal(er, n_pow);
-                v_store_first(x + j, p, count);
-                sum_v = v_add(sum_v, v_zero_unless(vm_first(count), p));
-                continue;
-            }
-        }
-        vfloat p = v_exp(d);
-        p = v_select(vm_lt(p, smallest), p, v_zero()); /* vm_lt is false for NaN: a NaN is kept */
-        v_store_first(x + j, p, count);
-        sum_v = v_add(sum_v, v_zero_unless(vm_first(count), p));
+    /* four partial sums, of vectors 0, 4, 8, ...; 1, 5, 9, ...; ...: one chain of sums took 4 cycles a vector, the
+     * row's critical path with the logits row's maximum */
+    vfloat sum_v = v_zero(), sum_1 = v_zero(), sum_2 = v_zero(), sum_3 = v_zero();
+    int64_t j = 0;
+    for (; j + 4 * SIMD_LANES <= n; j += 4 * SIMD_LANES) {
+        sum_v = v_add(sum_v, exp_vector(x + j, SIMD_LANES, max_v, smallest, normalised));
+        sum_1 = v_add(sum_1, exp_vector(x + j + SIMD_LANES, SIMD_LANES, max_v, smallest, normalised));
+        sum_2 = v_add(sum_2, exp_vector(x + j + 2 * SIMD_LANES, SIMD_LANES, max_v, smallest, normalised));
+        sum_3 = v_add(sum_3, exp_vector(x + j + 3 * SIMD_LANES, SIMD_LANES, max_v, smallest, normalised));
     }
-    return v_reduce_add(sum_v);
+    for (; j < n; j += SIMD_LANES)
+        sum_v = v_add(sum_v, exp_vector(x + j, n - j, max_v, smallest, normalised));
+    return v_reduce_add(v_add(v_add(sum_v, sum_1), v_add(sum_2, sum_3)));
 }
 
 float ATTENTION_ADJOINT_ROW(int64_t n, const float *p, float *dp, float D, float *col_sum, float *p_max)
