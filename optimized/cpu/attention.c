@@ -747,19 +747,21 @@ static int deltaformer(const lacs_cpu_call *c)
  * c_tj with (I + L diag(beta)) C = (W K^T) (.) [t > j], and diag(beta)
  * (I + L diag(beta))^{-1} = (I + diag(beta) L)^{-1} diag(beta).)
  * Stored per block and value head of the pass in progress, negated so that
- * the GEMMs accumulate:
+ * the GEMMs accumulate, each packed as the right operand of the products
+ * that read it after the block's task (which forms them in its thread's
+ * workspace, where they stay in cache: in storage per block, 400 KiB of it
+ * at K = 64, each write a miss; README.md section 5):
  *   tile  [K x 3 BLOCK]: columns [0, BLOCK) K~^T, the keys carried to the
  *         block's end e, k~_j = H_e ... H_{j+1} k_j = k_j - sum_t DC_tj w_t;
- *         [BLOCK, 2 BLOCK) W^T; [2 BLOCK, 3 BLOCK) K^T;
+ *         [BLOCK, 2 BLOCK) W^T; [2 BLOCK, 3 BLOCK) K^T (the workspace's);
  *   -U    [BLOCK x K], -DC [BLOCK x BLOCK], packed (the right operands of
  *         the block's K~ and M and of its query block's diagonal products);
- *   M     [K x K] = I - W^T U, the whole block's product H_0 ... H_{nb-1}
+ *   M     [K x K] = I - W^T U (the workspace's), the whole block's product H_0 ... H_{nb-1}
  *         transposed, to carry a row vector over the block: y^T M = (H_0 ...
  *         H_{nb-1} y)^T. Explicit, it costs K^2 per query and block against
  *         the WY form's 2 BLOCK K (Y - (Y W^T) U): a quarter for K = 64,
  *         less whenever K < 2 BLOCK (head sizes up to 256). */
 typedef struct {
-    float *tiles, *transport;
     /* the right operands of the block's own products and of its query block's diagonal, packed once: W^T and K^T
      * (W W^T, W K^T, Q W^T, Q K^T), -U (M, Y) and -DC (K~, the diagonal's correction) */
     float *w_k_packed, *minus_u_packed, *minus_dc_packed;
@@ -776,12 +778,8 @@ typedef struct {
  * block (path_fold_task): per query and key block, the K^2 flops of Y M_b become K^2 / fold, against
  * 2 BLOCK (K + V) for the logits and values: 20 % of PaTH's work at K = V = 64 (README.md section 5). */
 
-/* Block `index` of the pass's value head `head_in_pass` (blocks of the heads of one pass, as the key tiles). */
-static float *path_tile(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
-{
-    return pb->tiles + (head_in_pass * p->n_blocks + index) * p->K * 3 * BLOCK;
-}
-/* W^T packed, then K^T packed (path_k_packed) */
+/* Block `index` of the pass's value head `head_in_pass` (blocks of the heads of one pass, as the key tiles):
+ * W^T packed, then K^T packed (path_k_packed) */
 static float *path_w_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
 {
     return pb->w_k_packed + (size_t)(head_in_pass * p->n_blocks + index) * 2 * key_tile_size(p);
@@ -797,10 +795,6 @@ static float *path_minus_u_packed(const problem *p, const path_blocks *pb, int64
 static float *path_minus_dc_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
 {
     return pb->minus_dc_packed + (size_t)(head_in_pass * p->n_blocks + index) * p->gemm->packed_b_size(BLOCK, BLOCK);
-}
-static float *path_transport(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
-{
-    return pb->transport + (head_in_pass * p->n_blocks + index) * p->K * p->K;
 }
 static float *path_tilde_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
 {
@@ -835,11 +829,17 @@ typedef struct {
  * diagonal are one GEMM each, only the 8 x 8 triangles are row by row. */
 #define SOLVE_PANEL 8
 
-/* One block's tile, its operands packed, -U, -DC and M (value head
- * it->head). Workspace: S holds [W W^T | W K^T] ([nb x 2 BLOCK]); extra holds
- * -X = [-U | -DC] [nb x (K + BLOCK)], solved for from the negated right-hand
- * sides: negation is exact and every step's rounding symmetric, so these are
- * X's bits negated, with no pass to negate them after. */
+/* The floats of a block task's part of the extra workspace: -X, the tile and M. */
+static int64_t path_block_floats(const problem *p)
+{
+    return round16(BLOCK * (p->K + BLOCK)) + round16(p->K * 3 * BLOCK) + round16(p->K * p->K);
+}
+
+/* One block's tile, -U, -DC and M, packed (value head it->head). Workspace:
+ * S holds [W W^T | W K^T] ([nb x 2 BLOCK]); extra holds -X = [-U | -DC]
+ * [nb x (K + BLOCK)], solved for from the negated right-hand sides
+ * (negation is exact and every step's rounding symmetric, so these are X's
+ * bits negated, with no pass to negate them after), then the tile and M. */
 static void path_block_task(void *context, int64_t item, int thread)
 {
     const path_job *job = context;
@@ -849,8 +849,8 @@ static void path_block_task(void *context, int64_t item, int thread)
     running_softmax unused;
     float *X; /* -X: [-U | -DC] */
     float *gram = workspace_of(p, job->ws, thread, &unused, &X);
+    float *tile = X + round16(BLOCK * (K + BLOCK)), *transport = tile + round16(K * 3 * BLOCK);
     const int64_t head_in_pass = hv - job->base.first_head;
-    float *tile = path_tile(p, job->pb, head_in_pass, it->index);
     const int64_t ld_tile = 3 * BLOCK, ld_gram = 2 * BLOCK, ld_x = K + BLOCK;
     transpose_block(p, p->w, h, t0, nb, tile + BLOCK, ld_tile);
     transpose_block(p, p->k, h, t0, nb, tile + 2 * BLOCK, ld_tile);
@@ -897,13 +897,12 @@ static void path_block_task(void *context, int64_t item, int thread)
         memcpy(tile + c * ld_tile, tile + c * ld_tile + 2 * BLOCK, BLOCK * sizeof(float));
     p->gemm->sgemm_packed(K, nb, nb, tile + BLOCK, ld_tile, minus_dc, tile, ld_tile, 1.0f, 0);
     /* M = I + W^T (-U) */
-    float *transport = path_transport(p, job->pb, head_in_pass, it->index);
     memset(transport, 0, (size_t)(K * K) * sizeof(float));
     for (int64_t r = 0; r < K; r++)
         transport[r * K + r] = 1.0f;
     p->gemm->sgemm_packed(K, K, nb, tile + BLOCK, ld_tile, minus_u, transport, K, 1.0f, 0);
-    /* K~^T and M packed once for the later query blocks' products */
-    p->gemm->pack_b(K, nb, tile, ld_tile, 0, path_tilde_packed(p, job->pb, head_in_pass, it->index));
+    /* K~^T and M packed once for the later query blocks' products and the folds (K~^T whole: 0 past nb) */
+    p->gemm->pack_b(K, BLOCK, tile, ld_tile, 0, path_tilde_packed(p, job->pb, head_in_pass, it->index));
     p->gemm->pack_b(K, K, transport, K, 0, path_transport_packed(p, job->pb, head_in_pass, it->index));
 }
 
@@ -919,21 +918,21 @@ static void path_fold_task(void *context, int64_t item, int thread)
     const int64_t fold = job->fold;
     if (fold == 1 || it->block % fold != fold - 1)
         return;
-    const int64_t K = p->K, head_in_pass = it->head - job->base.first_head, ld_tile = 3 * BLOCK;
+    const int64_t K = p->K, head_in_pass = it->head - job->base.first_head;
     float *P = job->fold_scratch + (size_t)thread * job->fold_floats, *next = P + K * K, *carried = next + K * K;
     for (int64_t r = 0; r < K; r++)
         for (int64_t c = 0; c < K; c++)
             P[r * K + c] = r == c ? 1.0f : 0.0f;
     for (int64_t b = it->block; b > it->block - fold; b--) {
         const int64_t index = it->index - (it->block - b);
-        const float *tile = path_tile(p, job->pb, head_in_pass, index);
+        const float *tilde = path_tilde_packed(p, job->pb, head_in_pass, index);
         if (b == it->block) /* P = I */
-            p->gemm->pack_b(K, BLOCK, tile, ld_tile, 0, path_folded_packed(p, job->pb, head_in_pass, index));
+            memcpy(path_folded_packed(p, job->pb, head_in_pass, index), tilde, key_tile_size(p) * sizeof(float));
         else {
-            p->gemm->sgemm(K, BLOCK, K, P, K, tile, ld_tile, carried, BLOCK, 0);
+            p->gemm->sgemm_packed(K, BLOCK, K, P, K, tilde, carried, BLOCK, 0.0f, 0);
             p->gemm->pack_b(K, BLOCK, carried, BLOCK, 0, path_folded_packed(p, job->pb, head_in_pass, index));
         }
-        p->gemm->sgemm(K, K, K, P, K, path_transport(p, job->pb, head_in_pass, index), K, next, K, 0);
+        p->gemm->sgemm_packed(K, K, K, P, K, path_transport_packed(p, job->pb, head_in_pass, index), next, K, 0.0f, 0);
         float *swap = P;
         P = next;
         next = swap;
@@ -1042,11 +1041,9 @@ int lacs_cpu_attention_path_forward(const problem *pp)
     gates gate = {NULL, NULL};
     /* a pass of value heads at a time (beta, hence the transitions, are per value head) */
     const int64_t pass = heads_per_pass(&p, p.HV), blocks = pass * p.n_blocks;
-    const size_t key_tiles = (size_t)blocks * key_tile_size(&p), square = (size_t)blocks * (size_t)(p.K * p.K);
+    const size_t key_tiles = (size_t)blocks * key_tile_size(&p);
     const size_t transports = (size_t)blocks * p.gemm->packed_b_size(p.K, p.K);
     path_blocks pb = {
-        .tiles = lacs_cpu_scratch_alloc((size_t)(blocks * p.K * 3 * BLOCK + 1) * sizeof(float)),
-        .transport = lacs_cpu_scratch_alloc((square + 1) * sizeof(float)),
         .w_k_packed = lacs_cpu_scratch_alloc((2 * key_tiles + 1) * sizeof(float)),
         .minus_u_packed = lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(BLOCK, p.K) + 1) * sizeof(float)),
         .minus_dc_packed =
@@ -1062,14 +1059,15 @@ int lacs_cpu_attention_path_forward(const problem *pp)
     rc = lacs_cpu_path_fold(&fold);
     float *fold_scratch = lacs_cpu_scratch_alloc((size_t)(fold_floats * p.threads + 1) * sizeof(float));
     workspaces ws = {NULL, 0};
-    if (!pb.tiles || !pb.transport || !pb.w_k_packed || !pb.minus_u_packed || !pb.minus_dc_packed || !pb.tilde_packed || !pb.transport_packed ||
+    if (!pb.w_k_packed || !pb.minus_u_packed || !pb.minus_dc_packed || !pb.tilde_packed || !pb.transport_packed ||
         !pb.value_tiles || !pb.folded_packed || !pb.fold_transport_packed || !fold_scratch)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the blocks' transitions");
     if (rc == LACS_OK && p.g)
         rc = lacs_cpu_attention_gates(&p, p.scale, &gate);
-    /* extra: the solve's -X [BLOCK x (K + BLOCK)], or a query block's Y and next Y [BLOCK x K] */
+    /* extra: a block's -X, tile and M (path_block_floats), or a query block's Y and next Y [BLOCK x K] */
+    const int64_t query_floats = 2 * round16(BLOCK * p.K);
     if (rc == LACS_OK)
-        rc = make_workspaces(&p, BLOCK * (p.K + BLOCK) + 2 * round16(BLOCK * p.K), &ws);
+        rc = make_workspaces(&p, path_block_floats(&p) > query_floats ? path_block_floats(&p) : query_floats, &ws);
     for (int64_t hv = 0; hv < p.HV && rc == LACS_OK; hv += pass) {
         const int64_t heads = p.HV - hv < pass ? p.HV - hv : pass;
         path_job job = {{&p, NULL, 0}, &pb, &ws, p.g ? &gate : NULL, fold_scratch, fold_floats, fold};
@@ -1082,11 +1080,9 @@ int lacs_cpu_attention_path_forward(const problem *pp)
             rc = run_blocks(&job.base, hv, heads, path_query_task);
     }
     lacs_cpu_scratch_free(ws.memory);
-    lacs_cpu_scratch_free(pb.tiles);
     lacs_cpu_scratch_free(pb.w_k_packed);
     lacs_cpu_scratch_free(pb.minus_u_packed);
     lacs_cpu_scratch_free(pb.minus_dc_packed);
-    lacs_cpu_scratch_free(pb.transport);
     lacs_cpu_scratch_free(pb.tilde_packed);
     lacs_cpu_scratch_free(pb.transport_packed);
     lacs_cpu_scratch_free(pb.value_tiles);
