@@ -754,17 +754,18 @@ static int deltaformer(const lacs_cpu_call *c)
  *   tile  [K x 3 BLOCK]: columns [0, BLOCK) K~^T, the keys carried to the
  *         block's end e, k~_j = H_e ... H_{j+1} k_j = k_j - sum_t DC_tj w_t;
  *         [BLOCK, 2 BLOCK) W^T; [2 BLOCK, 3 BLOCK) K^T (the workspace's);
- *   -U    [BLOCK x K], -DC [BLOCK x BLOCK], packed (the right operands of
- *         the block's K~ and M and of its query block's diagonal products);
+ *   -U    [BLOCK x K], -DC [BLOCK x BLOCK] (the workspace's, packed: the
+ *         right operands of the block's K~ and M and of its diagonal's
+ *         products);
  *   M     [K x K] = I - W^T U (the workspace's), the whole block's product H_0 ... H_{nb-1}
  *         transposed, to carry a row vector over the block: y^T M = (H_0 ...
  *         H_{nb-1} y)^T. Explicit, it costs K^2 per query and block against
  *         the WY form's 2 BLOCK K (Y - (Y W^T) U): a quarter for K = 64,
  *         less whenever K < 2 BLOCK (head sizes up to 256). */
 typedef struct {
-    /* the right operands of the block's own products and of its query block's diagonal, packed once: W^T and K^T
-     * (W W^T, W K^T, Q W^T, Q K^T), -U (M, Y) and -DC (K~, the diagonal's correction) */
-    float *w_k_packed, *minus_u_packed, *minus_dc_packed;
+    /* the block's query rows after their diagonal block (path_block_task): Y, and the running softmax's N, m and
+     * Z (path_query_state) */
+    float *query_states;
     /* the right operands of the earlier blocks' products, packed once: K~^T, M and V_b */
     float *tilde_packed, *transport_packed, *value_tiles;
     /* a fold's (LACS_CPU_PATH_FOLD blocks): each block's keys carried to the fold's top, P_b K~_b^T, and at the top
@@ -778,23 +779,21 @@ typedef struct {
  * block (path_fold_task): per query and key block, the K^2 flops of Y M_b become K^2 / fold, against
  * 2 BLOCK (K + V) for the logits and values: 20 % of PaTH's work at K = V = 64 (README.md section 5). */
 
-/* Block `index` of the pass's value head `head_in_pass` (blocks of the heads of one pass, as the key tiles):
- * W^T packed, then K^T packed (path_k_packed) */
-static float *path_w_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+/* Block `index` of the pass's value head `head_in_pass` (blocks of the heads of one pass, as the key tiles).
+ * A block's query state: Y [BLOCK x K], then N [BLOCK x V], m and Z [BLOCK each] (running_softmax's). */
+static int64_t path_query_state_floats(const problem *p)
 {
-    return pb->w_k_packed + (size_t)(head_in_pass * p->n_blocks + index) * 2 * key_tile_size(p);
+    return round16(BLOCK * p->K) + round16(BLOCK * p->V) + 2 * round16(BLOCK);
 }
-static float *path_k_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
+static float *path_query_state(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index,
+                               running_softmax *r)
 {
-    return path_w_packed(p, pb, head_in_pass, index) + key_tile_size(p);
-}
-static float *path_minus_u_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
-{
-    return pb->minus_u_packed + (size_t)(head_in_pass * p->n_blocks + index) * p->gemm->packed_b_size(BLOCK, p->K);
-}
-static float *path_minus_dc_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
-{
-    return pb->minus_dc_packed + (size_t)(head_in_pass * p->n_blocks + index) * p->gemm->packed_b_size(BLOCK, BLOCK);
+    float *Y = pb->query_states + (size_t)(head_in_pass * p->n_blocks + index) * (size_t)path_query_state_floats(p);
+    r->out = Y + round16(BLOCK * p->K);
+    r->max = r->out + round16(BLOCK * p->V);
+    r->sum = r->max + round16(BLOCK);
+    r->V = p->V;
+    return Y;
 }
 static float *path_tilde_packed(const problem *p, const path_blocks *pb, int64_t head_in_pass, int64_t index)
 {
@@ -851,17 +850,30 @@ static void path_solve(const problem *p, int64_t lo, int64_t hi, float *X, int64
     path_solve(p, mid, hi, X, ld_x, minus_l, ld_l, beta);
 }
 
-/* The floats of a block task's part of the extra workspace: -X, the tile and M. */
-static int64_t path_block_floats(const problem *p)
+/* H12: l_ij = scale (q_i^T R_ij k_j + G_i - G_j), the gate before the scale (bias = scale G) */
+static logit_rule path_rule(const path_job *job, int64_t hv)
 {
-    return round16(BLOCK * (p->K + BLOCK)) + round16(p->K * 3 * BLOCK) + round16(p->K * p->K);
+    const problem *p = job->base.p;
+    return (logit_rule){p->scale, job->gate ? job->gate->bias + hv * p->tokens : NULL,
+                        job->gate ? job->gate->first_visible + hv * p->tokens : NULL, 0, 1};
 }
 
-/* One block's tile, -U, -DC and M, packed (value head it->head). Workspace:
- * S holds [W W^T | W K^T] ([nb x 2 BLOCK]); extra holds -X = [-U | -DC]
- * [nb x (K + BLOCK)], solved for from the negated right-hand sides
- * (negation is exact and every step's rounding symmetric, so these are X's
- * bits negated, with no pass to negate them after), then the tile and M. */
+/* The floats of a block task's part of the extra workspace: -X, the tile, M, then W^T, K^T, -U and -DC packed. */
+static int64_t path_block_floats(const problem *p)
+{
+    return round16(BLOCK * (p->K + BLOCK)) + round16(p->K * 3 * BLOCK) + round16(p->K * p->K) +
+           2 * round16((int64_t)key_tile_size(p)) + round16((int64_t)p->gemm->packed_b_size(BLOCK, p->K)) +
+           round16((int64_t)p->gemm->packed_b_size(BLOCK, BLOCK));
+}
+
+/* One block's tile, -U, -DC and M (value head it->head), then its query
+ * rows' diagonal block (path_query_task's first step, the one that reads
+ * W, -U and -DC: done here, where they are in cache, they need not be
+ * kept). Workspace: S holds [W W^T | W K^T] ([nb x 2 BLOCK]), then the
+ * diagonal's logits; extra holds -X = [-U | -DC] [nb x (K + BLOCK)], solved
+ * for from the negated right-hand sides (negation is exact and every step's
+ * rounding symmetric, so these are X's bits negated, with no pass to negate
+ * them after), then the tile, M, and W^T, K^T, -U and -DC packed. */
 static void path_block_task(void *context, int64_t item, int thread)
 {
     const path_job *job = context;
@@ -872,13 +884,14 @@ static void path_block_task(void *context, int64_t item, int thread)
     float *X; /* -X: [-U | -DC] */
     float *gram = workspace_of(p, job->ws, thread, &unused, &X);
     float *tile = X + round16(BLOCK * (K + BLOCK)), *transport = tile + round16(K * 3 * BLOCK);
+    float *w_packed = transport + round16(K * K), *k_packed = w_packed + round16((int64_t)key_tile_size(p));
+    float *minus_u = k_packed + round16((int64_t)key_tile_size(p));
+    float *minus_dc = minus_u + round16((int64_t)p->gemm->packed_b_size(BLOCK, K));
     const int64_t head_in_pass = hv - job->base.first_head;
     const int64_t ld_tile = 3 * BLOCK, ld_gram = 2 * BLOCK, ld_x = K + BLOCK;
     transpose_block(p, p->w, h, t0, nb, tile + BLOCK, ld_tile);
     transpose_block(p, p->k, h, t0, nb, tile + 2 * BLOCK, ld_tile);
-    /* W^T and K^T packed once, for these two products and their query block's two */
-    float *w_packed = path_w_packed(p, job->pb, head_in_pass, it->index);
-    float *k_packed = path_k_packed(p, job->pb, head_in_pass, it->index);
+    /* W^T and K^T packed once, for these two products and the diagonal's two */
     p->gemm->pack_b(K, BLOCK, tile + BLOCK, ld_tile, 0, w_packed);
     p->gemm->pack_b(K, BLOCK, tile + 2 * BLOCK, ld_tile, 0, k_packed);
     /* [W W^T | W K^T], two GEMMs; only their strictly lower parts are read (L, and W K^T's t > j), so the tiles
@@ -901,9 +914,7 @@ static void path_block_task(void *context, int64_t item, int thread)
     }
     /* (I + diag(beta) L) X = diag(beta) RHS: x_t = beta_t (rhs_t - sum_{s<t} L_ts x_s) */
     path_solve(p, 0, nb, X, ld_x, gram, ld_gram, p->beta + t0 * p->HV + hv);
-    /* -U and -DC packed once, for the products below and their query block's two (k = nb) */
-    float *minus_u = path_minus_u_packed(p, job->pb, head_in_pass, it->index);
-    float *minus_dc = path_minus_dc_packed(p, job->pb, head_in_pass, it->index);
+    /* -U and -DC packed once, for the products below and the diagonal's two (k = nb) */
     p->gemm->pack_b(nb, K, X, ld_x, 0, minus_u);
     p->gemm->pack_b(nb, nb, X + K, ld_x, 0, minus_dc);
     /* K~^T = K^T + W^T (-DC) */
@@ -918,6 +929,34 @@ static void path_block_task(void *context, int64_t item, int thread)
     /* K~^T and M packed once for the later query blocks' products and the folds (K~^T whole: 0 past nb) */
     p->gemm->pack_b(K, BLOCK, tile, ld_tile, 0, path_tilde_packed(p, job->pb, head_in_pass, it->index));
     p->gemm->pack_b(K, K, transport, K, 0, path_transport_packed(p, job->pb, head_in_pass, it->index));
+
+    /* the query rows' diagonal block, into their state (path_query_state): [Q W^T | Q K^T] (into S, free since
+     * the solve), two GEMMs of which only the lower triangles are read (t <= i, j <= i; the logits above are
+     * masked, softmax_step), then Q W^T masked to t <= i */
+    const int64_t i0 = t0, rows = nb, ld_s = 2 * BLOCK;
+    float *S = gram;
+    running_softmax state, *r = &state;
+    float *Y = path_query_state(p, job->pb, head_in_pass, it->index, r);
+    const logit_rule rule = path_rule(job, hv);
+    const float *Q = p->q + (i0 * p->H + h) * K;
+    running_start(r, rows);
+    p->gemm->sgemm_packed(rows, rows, K, Q, p->H * K, w_packed, S, ld_s, 0.0f, LACS_GEMM_C_LOWER);
+    p->gemm->sgemm_packed(rows, rows, K, Q, p->H * K, k_packed, S + BLOCK, ld_s, 0.0f, LACS_GEMM_C_LOWER);
+    for (int64_t row = 0; row < rows; row++)
+        for (int64_t t = row + 1; t < BLOCK; t++)
+            S[row * ld_s + t] = 0.0f;
+    for (int64_t row = 0; row < rows; row++)
+        memcpy(Y + row * K, Q + row * p->H * K, (size_t)K * sizeof(float));
+    /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part; and
+     * times -DC (DC_tj = 0 for j >= t) it is lower triangular too, as the logits it corrects */
+    p->gemm->sgemm_packed(rows, rows, rows, S, ld_s, minus_dc, S + BLOCK, ld_s, 1.0f,
+                          LACS_GEMM_A_LOWER | LACS_GEMM_C_LOWER);
+    p->gemm->sgemm_packed(rows, K, rows, S, ld_s, minus_u, Y, K, 1.0f, LACS_GEMM_A_LOWER);
+    softmax_step(p, &rule, it->start, i0, rows, i0, rows, S + BLOCK, ld_s, r);
+    /* the weights are 0 above the diagonal (j > i): lower triangular */
+    p->gemm->sgemm_packed(rows, p->V, rows, S + BLOCK, ld_s,
+                          value_tile(p, job->pb->value_tiles, head_in_pass, it->index), r->out, p->V, 1.0f,
+                          LACS_GEMM_A_LOWER);
 }
 
 /* A fold's carried keys, at its top block's item (the others return): walking down from the
@@ -954,56 +993,29 @@ static void path_fold_task(void *context, int64_t item, int thread)
     p->gemm->pack_b(K, K, P, K, 0, path_fold_transport_packed(p, job->pb, head_in_pass, it->index));
 }
 
-/* One query block (rows i0 .. i0 + rows - 1 of block a, value head hv).
- * l_ij = x_i^(j) . k_j with x_i^(j) = H_{j+1} ... H_i q_i (H_t symmetric),
- * x_i^(j-1) = H_j x_i^(j). With Y the queries carried to the end e of key
- * block b, y_i = x_i^(e), the block's logits are y_i . k~_j (one GEMM with
- * the tile's K~^T), and carrying Y over the block, y_i <- H_b0 ... H_e y_i,
- * is Y <- Y M_b (one more). The diagonal block: l_ij = q_i.k_j - sum_{t<=i}
- * (q_i.w_t) DC_tj (H12's matrix form within the block), and Y starts as
- * y_i = H_a0 ... H_i q_i = q_i - sum_{t<=i} (q_i.w_t) u_t.
- * Workspace: S [rows x 2 BLOCK] holds [Q W^T | Q K^T], then Y K~^T; extra
- * holds Y and the next Y, [rows x K] each. */
+/* One query block (rows i0 .. i0 + rows - 1 of block a, value head hv),
+ * over the earlier blocks. l_ij = x_i^(j) . k_j with x_i^(j) = H_{j+1} ...
+ * H_i q_i (H_t symmetric), x_i^(j-1) = H_j x_i^(j). With Y the queries
+ * carried to the end e of key block b, y_i = x_i^(e), the block's logits are
+ * y_i . k~_j (one GEMM with the tile's K~^T), and carrying Y over the block,
+ * y_i <- H_b0 ... H_e y_i, is Y <- Y M_b (one more). The diagonal block, by
+ * path_block_task: l_ij = q_i.k_j - sum_{t<=i} (q_i.w_t) DC_tj (H12's matrix
+ * form within the block), and Y starts as y_i = H_a0 ... H_i q_i = q_i -
+ * sum_{t<=i} (q_i.w_t) u_t. Workspace: S [rows x 2 BLOCK] holds Y K~^T;
+ * extra holds the next Y [rows x K]. */
 static void path_query_task(void *context, int64_t item_index, int thread)
 {
     const path_job *job = context;
     const problem *p = job->base.p;
     const block_item *it = &job->base.items[item_index];
-    const int64_t hv = it->head, h = hv / p->group, i0 = item_first(it), rows = item_rows(it), K = p->K;
+    const int64_t hv = it->head, i0 = item_first(it), rows = item_rows(it), K = p->K;
     const int64_t ld_s = 2 * BLOCK, head_in_pass = hv - job->base.first_head;
-    running_softmax r;
-    float *Y;
-    float *S = workspace_of(p, job->ws, thread, &r, &Y);
-    float *next_Y = Y + round16(BLOCK * K);
-    /* H12: l_ij = scale (q_i^T R_ij k_j + G_i - G_j), the gate before the scale (bias = scale G) */
-    const logit_rule rule = {p->scale, job->gate ? job->gate->bias + hv * p->tokens : NULL,
-                             job->gate ? job->gate->first_visible + hv * p->tokens : NULL, 0, 1};
-    const float *Q = p->q + (i0 * p->H + h) * K;
-    running_start(&r, rows);
-
-    /* the diagonal block: [Q W^T | Q K^T], two GEMMs of which only the lower triangles are read (t <= i, j <= i;
-     * the logits above are masked, softmax_step), then Q W^T masked to t <= i */
-    p->gemm->sgemm_packed(rows, rows, K, Q, p->H * K, path_w_packed(p, job->pb, head_in_pass, it->index), S, ld_s,
-                          0.0f, LACS_GEMM_C_LOWER);
-    p->gemm->sgemm_packed(rows, rows, K, Q, p->H * K, path_k_packed(p, job->pb, head_in_pass, it->index), S + BLOCK,
-                          ld_s, 0.0f, LACS_GEMM_C_LOWER);
-    for (int64_t row = 0; row < rows; row++)
-        for (int64_t t = row + 1; t < BLOCK; t++)
-            S[row * ld_s + t] = 0.0f;
-    for (int64_t row = 0; row < rows; row++)
-        memcpy(Y + row * K, Q + row * p->H * K, (size_t)K * sizeof(float));
-    const float *minus_u = path_minus_u_packed(p, job->pb, head_in_pass, it->index);
-    const float *minus_dc = path_minus_dc_packed(p, job->pb, head_in_pass, it->index);
-    /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part; and
-     * times -DC (DC_tj = 0 for j >= t) it is lower triangular too, as the logits it corrects */
-    p->gemm->sgemm_packed(rows, rows, rows, S, ld_s, minus_dc, S + BLOCK, ld_s, 1.0f,
-                           LACS_GEMM_A_LOWER | LACS_GEMM_C_LOWER);
-    p->gemm->sgemm_packed(rows, K, rows, S, ld_s, minus_u, Y, K, 1.0f,
-                           LACS_GEMM_A_LOWER);
-    softmax_step(p, &rule, it->start, i0, rows, i0, rows, S + BLOCK, ld_s, &r);
-    /* the weights are 0 above the diagonal (j > i): lower triangular */
-    p->gemm->sgemm_packed(rows, p->V, rows, S + BLOCK, ld_s, value_tile(p, job->pb->value_tiles, head_in_pass, it->index),
-                          r.out, p->V, 1.0f, LACS_GEMM_A_LOWER);
+    running_softmax unused, r;
+    float *next_Y;
+    float *S = workspace_of(p, job->ws, thread, &unused, &next_Y);
+    /* the state after the diagonal block (path_block_task): Y and the running softmax */
+    float *Y = path_query_state(p, job->pb, head_in_pass, it->index, &r);
+    const logit_rule rule = path_rule(job, hv);
 
     /* the earlier blocks, walking back: those of the query block's own fold one by one, Y carried over each;
      * then the earlier folds, Y at a fold's top reading its blocks' keys carried there, and carried over the
@@ -1058,10 +1070,8 @@ int lacs_cpu_attention_path_forward(const problem *pp)
     const size_t key_tiles = (size_t)blocks * key_tile_size(&p);
     const size_t transports = (size_t)blocks * p.gemm->packed_b_size(p.K, p.K);
     path_blocks pb = {
-        .w_k_packed = lacs_cpu_scratch_alloc((2 * key_tiles + 1) * sizeof(float)),
-        .minus_u_packed = lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(BLOCK, p.K) + 1) * sizeof(float)),
-        .minus_dc_packed =
-            lacs_cpu_scratch_alloc(((size_t)blocks * p.gemm->packed_b_size(BLOCK, BLOCK) + 1) * sizeof(float)),
+        .query_states =
+            lacs_cpu_scratch_alloc(((size_t)blocks * (size_t)path_query_state_floats(&p) + 1) * sizeof(float)),
         .tilde_packed = lacs_cpu_scratch_alloc((key_tiles + 1) * sizeof(float)),
         .transport_packed = lacs_cpu_scratch_alloc((transports + 1) * sizeof(float)),
         .value_tiles = lacs_cpu_scratch_alloc(((size_t)blocks * value_tile_size(&p) + 1) * sizeof(float)),
@@ -1073,13 +1083,13 @@ int lacs_cpu_attention_path_forward(const problem *pp)
     rc = lacs_cpu_path_fold(&fold);
     float *fold_scratch = lacs_cpu_scratch_alloc((size_t)(fold_floats * p.threads + 1) * sizeof(float));
     workspaces ws = {NULL, 0};
-    if (!pb.w_k_packed || !pb.minus_u_packed || !pb.minus_dc_packed || !pb.tilde_packed || !pb.transport_packed ||
+    if (!pb.query_states || !pb.tilde_packed || !pb.transport_packed ||
         !pb.value_tiles || !pb.folded_packed || !pb.fold_transport_packed || !fold_scratch)
         rc = lacs_cpu_error(LACS_ERR_MEMORY, c->op, "out of memory for the blocks' transitions");
     if (rc == LACS_OK && p.g)
         rc = lacs_cpu_attention_gates(&p, p.scale, &gate);
-    /* extra: a block's -X, tile and M (path_block_floats), or a query block's Y and next Y [BLOCK x K] */
-    const int64_t query_floats = 2 * round16(BLOCK * p.K);
+    /* extra: a block's -X, tile, M and packed operands (path_block_floats), or a query block's next Y [BLOCK x K] */
+    const int64_t query_floats = round16(BLOCK * p.K);
     if (rc == LACS_OK)
         rc = make_workspaces(&p, path_block_floats(&p) > query_floats ? path_block_floats(&p) : query_floats, &ws);
     for (int64_t hv = 0; hv < p.HV && rc == LACS_OK; hv += pass) {
@@ -1094,9 +1104,7 @@ int lacs_cpu_attention_path_forward(const problem *pp)
             rc = run_blocks(&job.base, hv, heads, path_query_task);
     }
     lacs_cpu_scratch_free(ws.memory);
-    lacs_cpu_scratch_free(pb.w_k_packed);
-    lacs_cpu_scratch_free(pb.minus_u_packed);
-    lacs_cpu_scratch_free(pb.minus_dc_packed);
+    lacs_cpu_scratch_free(pb.query_states);
     lacs_cpu_scratch_free(pb.tilde_packed);
     lacs_cpu_scratch_free(pb.transport_packed);
     lacs_cpu_scratch_free(pb.value_tiles);
