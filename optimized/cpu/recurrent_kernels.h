@@ -343,12 +343,13 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         exp_row(n, G, q_decays);
         state_decay = q_decays[n - 1];
     }
-    const int64_t h = hv / (r->HV / r->H);
+    /* the q/k heads of this chunk and of the next, divided once (two 64-bit divisions a row were in this loop) */
+    const int64_t h = hv / (r->HV / r->H), h_ahead = ahead->hv / (r->HV / r->H);
     for (int64_t i = 0; i < n; i++) {
         /* the next chunk's row i, fetched while this one is computed (a row at a time, among other work): a
          * head's rows are H K or HV V elements apart, a stride the hardware prefetchers do not follow */
         if (i < ahead->n) {
-            const int64_t t = ahead->t0 + i, h_ahead = ahead->hv / (r->HV / r->H);
+            const int64_t t = ahead->t0 + i;
             prefetch_row(r->q, (t * r->H + h_ahead) * K, K);
             prefetch_row(r->k, (t * r->H + h_ahead) * K, K);
             prefetch_row(r->v, (t * r->HV + ahead->hv) * V, V);
