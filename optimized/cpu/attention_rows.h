@@ -66,10 +66,12 @@ static inline __attribute__((always_inline)) vfloat exp_vector(float *x, int64_t
     if (normalised) {
         /* v_exp's common case without its clamps (d <= 0 here, or NaN): every lane's n in [-125, 127] (false for
          * NaN), where the clamps change nothing and each weight is at least 0.7 2^-125, none to drop; v_exp and
-         * the drop otherwise (a masked logit's -inf, a weight below 2^-125): the same bits */
+         * the drop otherwise (a masked logit's -inf, a weight below 2^-125): the same bits. n <= 0 needs no test:
+         * max is at least the row's every logit (the running maximum, or the log-sum-exp m + log Z, Z >= 1), and
+         * a test the less is 3 % of the two row kernels (116.3 -> 112.6 TSC cycles a row of 128, avx512) */
         vfloat n_pow;
         const vfloat er = v_exp_reduced(d, &n_pow);
-        if (vm_all(vm_and(vm_ge(n_pow, v_set1(-125.0f)), vm_le(n_pow, v_set1(127.0f))))) {
+        if (vm_all(vm_ge(n_pow, v_set1(-125.0f)))) {
             const vfloat p = v_scale_pow2_normal(er, n_pow);
             v_store_first(x, p, count);
             return count >= SIMD_LANES ? p : v_zero_unless(vm_first(count), p);
