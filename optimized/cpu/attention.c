@@ -746,22 +746,23 @@ static int deltaformer(const lacs_cpu_call *c)
  * from z^(i) = H_i z^(i-1), z^(j) = k_j: z^(i) = k_j - sum_{t<=i} beta_t w_t
  * c_tj with (I + L diag(beta)) C = (W K^T) (.) [t > j], and diag(beta)
  * (I + L diag(beta))^{-1} = (I + diag(beta) L)^{-1} diag(beta).)
- * Stored per block and value head of the pass in progress, negated so that
- * the GEMMs accumulate, each packed as the right operand of the products
- * that read it after the block's task (which forms them in its thread's
- * workspace, where they stay in cache: in storage per block, 400 KiB of it
- * at K = 64, each write a miss; README.md section 5):
+ * Formed per block and value head by the block's task in its thread's
+ * workspace, where they stay in cache (kept per block, 400 KiB a block at
+ * K = 64, each write was a miss; README.md section 5), negated so that the
+ * GEMMs accumulate:
  *   tile  [K x 3 BLOCK]: columns [0, BLOCK) K~^T, the keys carried to the
  *         block's end e, k~_j = H_e ... H_{j+1} k_j = k_j - sum_t DC_tj w_t;
- *         [BLOCK, 2 BLOCK) W^T; [2 BLOCK, 3 BLOCK) K^T (the workspace's);
- *   -U    [BLOCK x K], -DC [BLOCK x BLOCK] (the workspace's, packed: the
- *         right operands of the block's K~ and M and of its diagonal's
- *         products);
- *   M     [K x K] = I - W^T U (the workspace's), the whole block's product H_0 ... H_{nb-1}
+ *         [BLOCK, 2 BLOCK) W^T; [2 BLOCK, 3 BLOCK) K^T;
+ *   -U    [BLOCK x K], -DC [BLOCK x BLOCK] (packed: the right operands of the
+ *         block's K~ and M and of its diagonal's products);
+ *   M     [K x K] = I - W^T U, the whole block's product H_0 ... H_{nb-1}
  *         transposed, to carry a row vector over the block: y^T M = (H_0 ...
  *         H_{nb-1} y)^T. Explicit, it costs K^2 per query and block against
  *         the WY form's 2 BLOCK K (Y - (Y W^T) U): a quarter for K = 64,
- *         less whenever K < 2 BLOCK (head sizes up to 256). */
+ *         less whenever K < 2 BLOCK (head sizes up to 256).
+ * Kept per block, for the later blocks (path_blocks): K~^T and M packed, the
+ * values V_b packed, the folds' products, and the block's query rows' state
+ * after their diagonal block. */
 typedef struct {
     /* the block's query rows after their diagonal block (path_block_task): Y, and the running softmax's N, m and
      * Z (path_query_state) */
