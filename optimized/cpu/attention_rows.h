@@ -17,8 +17,8 @@ float ATTENTION_LOGITS_ROW(int64_t n, float *x, int64_t lo, int64_t hi, float sc
     const vfloat lane = v_lane_index(), minus_inf = v_set1(-INFINITY);
     const vfloat scale_v = v_set1(scale), row_bias_v = v_set1(row_bias), first = v_set1((float)lo),
                  end = v_set1((float)hi);
-    /* four running maxima, vectors j, j + 1, j + 2 and j + 3 apart: one chain of v_max took 4 cycles a vector, the
-     * row's critical path with the exp row's sum (the same maximum in any order) */
+    /* four running maxima, of vectors 0, 4, 8, ...; 1, 5, 9, ...; ...: one chain of v_max took 4 cycles a vector,
+     * the row's critical path with the exp row's sum (the same maximum in any order) */
     vfloat max_v = minus_inf, max_1 = minus_inf, max_2 = minus_inf, max_3 = minus_inf;
     int64_t j = 0;
     if (lo <= 0 && hi >= n) { /* a row wholly visible (a block below the diagonal): its whole vectors need no mask */
@@ -57,8 +57,8 @@ float ATTENTION_LOGITS_ROW(int64_t n, float *x, int64_t lo, int64_t hi, float sc
     return v_reduce_max(v_max(v_max(max_2, max_3), v_max(max_1, max_v)));
 }
 
-/* The weights of x[j .. j + count - 1] (count >= SIMD_LANES: a whole vector), stored in place; returned, 0 past
- * count. */
+/* The weights of the vector at x, its first count lanes (all of them where count >= SIMD_LANES), stored in place;
+ * returned, 0 in the lanes past count. */
 static inline __attribute__((always_inline)) vfloat exp_vector(float *x, int64_t count, vfloat max_v, vfloat smallest,
                                                                int normalised)
 {
@@ -67,8 +67,8 @@ static inline __attribute__((always_inline)) vfloat exp_vector(float *x, int64_t
         /* v_exp's common case without its clamps (d <= 0 here, or NaN): every lane's n in [-125, 127] (false for
          * NaN), where the clamps change nothing and each weight is at least 0.7 2^-125, none to drop; v_exp and
          * the drop otherwise (a masked logit's -inf, a weight below 2^-125): the same bits. n <= 0 needs no test:
-         * max is at least the row's every logit (the running maximum, or the log-sum-exp m + log Z, Z >= 1), and
-         * a test the less is 3 % of the two row kernels (116.3 -> 112.6 TSC cycles a row of 128, avx512) */
+         * max is at least every logit of the row (the running maximum, or the log-sum-exp m + log Z, Z >= 1); one
+         * test fewer is 3 % of the two row kernels (116.3 -> 112.6 TSC cycles a row of 128, avx512) */
         vfloat n_pow;
         const vfloat er = v_exp_reduced(d, &n_pow);
         if (vm_all(vm_ge(n_pow, v_set1(-125.0f)))) {
