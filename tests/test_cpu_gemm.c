@@ -316,7 +316,7 @@ typedef void (*bgemm_general_fn)(int64_t m, int64_t n, int64_t k, const uint16_t
                                  const uint16_t *Bp, float *C, int64_t ldc, float beta, unsigned flags);
 
 /* One general product: op(A), op(B) drawn as [m x k] and [k x n] (A's upper
- * part zero for A_LOWER), stored transposed where the flags say, C0 random;
+ * part zero for A_LOWER, B's for B_LOWER), stored transposed where the flags say, C0 random;
  * C = op(A) op(B) + beta C0 checked against the exact value within the bound
  * (beta C0 is one more rounding, in the bound's k + 1), on the lower
  * triangle only for C_LOWER; C's padding must keep its sentinel. sgemm
@@ -334,6 +334,10 @@ static double run_general(const shape *s, float beta, unsigned flags, uint64_t s
         for (int64_t i = 0; i < m; i++)
             for (int64_t p = i + 1; p < k; p++)
                 A[i * lda + p] = 0.0f;
+    if (flags & LACS_GEMM_B_LOWER) /* op(B)[p][j] = 0 for p < j; its diagonal not zero, whose skipping would show */
+        for (int64_t p = 0; p < k; p++)
+            for (int64_t j = p + 1; j < n; j++)
+                B[p * ldb + j] = 0.0f;
     if (bgemm) { /* the operands become bf16 values */
         uint16_t *A16 = to_bf16(A, m * lda), *B16 = to_bf16(B, k * ldb);
         uint16_t *Bp = malloc((lacs_cpu_packed_bf16_size(k, n) + 1) * sizeof *Bp);
@@ -401,11 +405,17 @@ Test(cpu_gemm, general_forms_within_bound)
                                            LACS_GEMM_A_LOWER,
                                            LACS_GEMM_C_LOWER,
                                            LACS_GEMM_A_LOWER | LACS_GEMM_B_TRANSPOSED,
-                                           LACS_GEMM_C_LOWER | LACS_GEMM_A_TRANSPOSED | LACS_GEMM_B_TRANSPOSED};
+                                           LACS_GEMM_C_LOWER | LACS_GEMM_A_TRANSPOSED | LACS_GEMM_B_TRANSPOSED,
+                                           LACS_GEMM_B_LOWER,
+                                           LACS_GEMM_B_LOWER | LACS_GEMM_B_TRANSPOSED,
+                                           LACS_GEMM_B_LOWER | LACS_GEMM_A_LOWER | LACS_GEMM_C_LOWER,
+                                           LACS_GEMM_B_LOWER | LACS_GEMM_A_TRANSPOSED};
     static const unsigned bgemm_flags[] = {0, LACS_GEMM_A_LOWER, LACS_GEMM_C_LOWER};
-    /* square and non-square shapes, tiles cut by m and n, k past the blocks */
+    /* square and non-square shapes, tiles cut by m and n, k past the blocks (and, for B_LOWER, panels whose
+     * first block of k is all zero: n past it) */
     static const shape general_shapes[] = {{64, 64, 64}, {32, 128, 32}, {128, 128, 32}, {65, 47, 65},
-                                           {17, 33, 300}, {9, 9, 9},     {1, 40, 1},     {70, 70, 600}};
+                                           {17, 33, 300}, {9, 9, 9},     {1, 40, 1},     {70, 70, 600},
+                                           {20, 300, 600}};
     for (int t = 0; t < N_TABLES; t++) {
         if (!runnable(tables[t]))
             continue;
@@ -440,7 +450,8 @@ Test(cpu_gemm, packed_b_gives_the_general_forms_result)
 {
     static const shape packed_shapes[] = {{64, 128, 128}, {128, 128, 32}, {65, 47, 300}, {7, 33, 9}, {128, 64, 64}};
     static const unsigned flags[] = {0, LACS_GEMM_B_TRANSPOSED, LACS_GEMM_A_LOWER, LACS_GEMM_C_LOWER,
-                                     LACS_GEMM_A_TRANSPOSED | LACS_GEMM_B_TRANSPOSED};
+                                     LACS_GEMM_A_TRANSPOSED | LACS_GEMM_B_TRANSPOSED, LACS_GEMM_B_LOWER,
+                                     LACS_GEMM_B_LOWER | LACS_GEMM_A_LOWER};
     for (int t = 0; t < N_TABLES; t++) {
         if (!runnable(tables[t]))
             continue;
@@ -457,6 +468,10 @@ Test(cpu_gemm, packed_b_gives_the_general_forms_result)
                     for (int64_t i = 0; i < sh->m; i++)
                         for (int64_t p = i + 1; p < sh->k; p++)
                             A[i * lda + p] = 0.0f;
+                if (flags[f] & LACS_GEMM_B_LOWER) /* B as given here (B_TRANSPOSED not among these flags) */
+                    for (int64_t p = 0; p < sh->k; p++)
+                        for (int64_t j = p + 1; j < sh->n; j++)
+                            B[p * ldb + j] = 0.0f;
                 float *C1 = random_matrix(sh->m, sh->n, ldc, C_SENTINEL, &state);
                 float *C2 = copy_of(C1, sh->m * ldc);
                 float *Bp = malloc((tables[t]->packed_b_size(sh->k, sh->n) + 1) * sizeof *Bp);

@@ -921,7 +921,8 @@ static void path_block_task(void *context, int64_t item, int thread)
     /* K~^T = K^T + W^T (-DC) */
     for (int64_t c = 0; c < K; c++)
         memcpy(tile + c * ld_tile, tile + c * ld_tile + 2 * BLOCK, BLOCK * sizeof(float));
-    p->gemm->sgemm_packed(K, nb, nb, tile + BLOCK, ld_tile, minus_dc, tile, ld_tile, 1.0f, 0);
+    p->gemm->sgemm_packed(K, nb, nb, tile + BLOCK, ld_tile, minus_dc, tile, ld_tile, 1.0f,
+                          LACS_GEMM_B_LOWER); /* DC_tj = 0 for j >= t: lower triangular, half of it skipped */
     /* M = I + W^T (-U) */
     memset(transport, 0, (size_t)(K * K) * sizeof(float));
     for (int64_t r = 0; r < K; r++)
@@ -951,7 +952,7 @@ static void path_block_task(void *context, int64_t item, int thread)
     /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part; and
      * times -DC (DC_tj = 0 for j >= t) it is lower triangular too, as the logits it corrects */
     p->gemm->sgemm_packed(rows, rows, rows, S, ld_s, minus_dc, S + BLOCK, ld_s, 1.0f,
-                          LACS_GEMM_A_LOWER | LACS_GEMM_C_LOWER);
+                          LACS_GEMM_A_LOWER | LACS_GEMM_B_LOWER | LACS_GEMM_C_LOWER);
     p->gemm->sgemm_packed(rows, K, rows, S, ld_s, minus_u, Y, K, 1.0f, LACS_GEMM_A_LOWER);
     softmax_step(p, &rule, it->start, i0, rows, i0, rows, S + BLOCK, ld_s, r);
     /* the weights are 0 above the diagonal (j > i): lower triangular */

@@ -47,9 +47,12 @@
  *
  * Options (flags, cpu.h): op(A) = A^T or op(B) = B^T read transposed by the
  * packing; LACS_GEMM_A_LOWER (op(A) is lower triangular: the products of its
- * zero upper part are skipped, tile by tile) and LACS_GEMM_C_LOWER (only the
- * lower triangle of C is wanted: tiles wholly above the diagonal are
- * skipped, and left as they were).
+ * zero upper part are skipped, tile by tile), LACS_GEMM_B_LOWER (sgemm: op(B)
+ * is lower triangular, so a panel from column j0 on needs its rows from j0
+ * on only: the k of each of its tiles starts there) and LACS_GEMM_C_LOWER
+ * (only the lower triangle of C is wanted: tiles wholly above the diagonal
+ * are skipped, and left as they were). A skipped product is an exact zero,
+ * which added to a sum changes nothing (but for the sign of a zero sum).
  */
 #include <string.h>
 
@@ -251,28 +254,36 @@ static void frame_sgemm_on(int64_t m, int64_t n, int64_t k, const float *A, int6
         for (int64_t j0 = 0; j0 < n; j0 += GEMM_NR) {
             const int64_t cols = frame_min(GEMM_NR, n - j0);
             const int64_t first_tile = frame_first_tile(flags, j0);
+            /* op(B) lower triangular: this panel's rows before j0 are zero (B_LOWER), the block's k from b0 on */
+            const int64_t b0 = (flags & LACS_GEMM_B_LOWER) && j0 > p0 ? frame_min(j0, p0 + kb) : p0;
+            if (b0 == p0 + kb) { /* the panel's rows of this block are all zero: only beta acts */
+                for (int64_t i0 = first_tile; i0 < m && p0 == 0; i0 += GEMM_MR)
+                    frame_scale_c(frame_min(GEMM_MR, m - i0), cols, C + i0 * ldc + j0, ldc, beta);
+                continue;
+            }
             /* a single tile of rows reads B in place: the copy would cost as much as the product */
             const int in_place = !B_packed && !b_transposed && cols == GEMM_NR && m - first_tile <= GEMM_MR;
-            const float *b = B_packed ? B_packed + (j0 / GEMM_NR) * k * GEMM_NR + p0 * GEMM_NR : B + p0 * ldb + j0;
+            const float *b = B_packed ? B_packed + (j0 / GEMM_NR) * k * GEMM_NR + b0 * GEMM_NR : B + b0 * ldb + j0;
             int64_t b_ld = B_packed ? GEMM_NR : ldb;
             if (!in_place && !B_packed) {
-                frame_pack_b_f32(B, ldb, b_transposed, p0, kb, j0, cols, panel);
+                frame_pack_b_f32(B, ldb, b_transposed, b0, p0 + kb - b0, j0, cols, panel);
                 b = panel;
                 b_ld = GEMM_NR;
             }
             for (int64_t i0 = first_tile; i0 < m; i0 += GEMM_MR) {
                 const int64_t rows = frame_min(GEMM_MR, m - i0);
-                const int64_t tile_k = frame_tile_k(flags, i0, rows, p0, kb);
+                /* columns b0 .. p0 + tile_end - 1 of op(A): A_LOWER ends them, B_LOWER starts them */
+                const int64_t tile_end = frame_tile_k(flags, i0, rows, p0, kb), tile_k = p0 + tile_end - b0;
                 float *c = C + i0 * ldc + j0;
-                if (tile_k == 0) { /* op(A) is zero here: only beta acts */
+                if (tile_k <= 0) { /* op(A) or op(B) is zero here: only beta acts */
                     if (p0 == 0)
                         frame_scale_c(rows, cols, c, ldc, beta);
                     continue;
                 }
-                const float *a = A + i0 * lda + p0;
+                const float *a = A + i0 * lda + b0;
                 int64_t a_ld = lda;
                 if (a_transposed) {
-                    frame_pack_a_f32(A, lda, 1, i0, rows, p0, tile_k, a_tile);
+                    frame_pack_a_f32(A, lda, 1, i0, rows, b0, tile_k, a_tile);
                     a = a_tile;
                     a_ld = tile_k;
                 }
