@@ -51,6 +51,9 @@
 
 /* Every input is drawn from this seed (one stream per tensor name). */
 #define BENCH_SEED 20250601u
+/* Every buffer of the bench (the op's tensors, the anchors' operands) starts on a boundary of this many bytes:
+ * see bench_alloc. */
+#define BENCH_ALIGNMENT 64
 /* The reference runs on the configuration's own T when it should take less
  * than this, else on the longest prefix that should, scaled up (see
  * reference_job). */
@@ -471,6 +474,17 @@ static double draw_value(draw_kind kind, lacs_rng *rng, double constant)
     }
 }
 
+/* `bytes` (at least 1) on a BENCH_ALIGNMENT boundary, for free(): every tensor starts on a cache line, as
+ * PyTorch's CPU allocator places them (pytorch/pytorch, c10/core/alignment.h: gAlignment = 64, "enough for
+ * computation up to AVX512"; c10/core/impl/alloc_cpu.cpp: posix_memalign). glibc's malloc puts a large block
+ * 16 bytes past a page boundary, where each 64-byte vector of a row straddles two cache lines: builtin:cpu's
+ * gated_delta_rule fp32 under avx512 ran about 2 % slower on such tensors (optimized/cpu/README.md 8.2.12). */
+static void *bench_alloc(size_t bytes)
+{
+    const size_t rounded = (bytes + BENCH_ALIGNMENT - 1) / BENCH_ALIGNMENT * BENCH_ALIGNMENT;
+    return aligned_alloc(BENCH_ALIGNMENT, rounded > 0 ? rounded : BENCH_ALIGNMENT);
+}
+
 /* Fills t from the stream of its name, row by row over its last dim, so that
  * the first T' tokens of a [1, T, ...] tensor are the same for every T >= T'
  * (the reference's prefix sees the data builtin:cpu saw). bf16: the fp32 value
@@ -513,7 +527,7 @@ static int add_input(tensor_set *s, const char *name, int bf16, int ndim, const 
     *t = (lacs_tensor){.name = name, .dtype = bf16 ? LACS_BF16 : LACS_F32, .ndim = ndim,
                        .shape = s->input_shapes[s->n_inputs]};
     const int64_t count = lacs_tensor_count(t);
-    t->data = malloc((size_t)(count > 0 ? count : 1) * (bf16 ? sizeof(uint16_t) : sizeof(float)));
+    t->data = bench_alloc((size_t)(count > 0 ? count : 1) * (bf16 ? sizeof(uint16_t) : sizeof(float)));
     if (!t->data)
         return -1;
     s->n_inputs++;
@@ -595,11 +609,13 @@ static int build_problem(const bench_config *c, int64_t T, tensor_set *s)
         s->outputs[i] = (lacs_tensor){.name = shape->name, .dtype = LACS_F32, .ndim = shape->ndim,
                                       .shape = shape->shape};
         const int64_t count = lacs_tensor_count(&s->outputs[i]);
-        s->outputs[i].data = calloc((size_t)(count > 0 ? count : 1), sizeof(float));
+        const size_t bytes = (size_t)(count > 0 ? count : 1) * sizeof(float);
+        s->outputs[i].data = bench_alloc(bytes);
         if (!s->outputs[i].data) {
             s->n_outputs = i;
             return LACS_ERR_MEMORY;
         }
+        memset(s->outputs[i].data, 0, bytes);
     }
     return LACS_OK;
 }
@@ -773,7 +789,7 @@ static void sgemm_anchor_job(const void *argument, child_result *r)
 {
     const int n = *(const int *)argument;
     const size_t count = (size_t)n * (size_t)n;
-    float *A = malloc(count * sizeof *A), *B = malloc(count * sizeof *B), *C = malloc(count * sizeof *C);
+    float *A = bench_alloc(count * sizeof *A), *B = bench_alloc(count * sizeof *B), *C = bench_alloc(count * sizeof *C);
     if (!A || !B || !C) {
         r->status = STATUS_ERROR;
         set_message(r, "out of memory");
@@ -880,7 +896,7 @@ static void copy_part(void *context, int64_t part, int thread)
  * passes, each returning its seconds. */
 static int copy_open(copy_context *c, size_t bytes)
 {
-    char *source = malloc(bytes), *destination = malloc(bytes);
+    char *source = bench_alloc(bytes), *destination = bench_alloc(bytes);
     if (!source || !destination) {
         free(source);
         free(destination);
@@ -974,10 +990,12 @@ static int gemm_rate_open(gemm_rate_context *g, const gemm_rate_request *s, int 
                                : isa && strcmp(isa, "avx2") == 0  ? LACS_ISA_AVX2
                                                                   : LACS_ISA_SCALAR;
     const size_t a_size = (size_t)(s->m * s->k), b_size = (size_t)(s->k * s->n), c_size = (size_t)(s->m * s->n);
-    *g = (gemm_rate_context){s, lacs_cpu_gemm_for(which), malloc(a_size * threads * sizeof(float)),
-                             malloc(b_size * threads * sizeof(float)), malloc(c_size * threads * sizeof(float)),
-                             malloc(a_size * threads * sizeof(uint16_t)),
-                             malloc(lacs_cpu_packed_bf16_size(s->k, s->n) * threads * sizeof(uint16_t)), 1, threads};
+    *g = (gemm_rate_context){s, lacs_cpu_gemm_for(which), bench_alloc(a_size * threads * sizeof(float)),
+                             bench_alloc(b_size * threads * sizeof(float)),
+                             bench_alloc(c_size * threads * sizeof(float)),
+                             bench_alloc(a_size * threads * sizeof(uint16_t)),
+                             bench_alloc(lacs_cpu_packed_bf16_size(s->k, s->n) * threads * sizeof(uint16_t)), 1,
+                             threads};
     uint16_t *B16 = malloc(b_size * sizeof *B16);
     if (!g->A || !g->B || !g->C || !g->A16 || !g->Bp || !B16) {
         free(B16);
