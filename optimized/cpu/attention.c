@@ -859,12 +859,12 @@ static logit_rule path_rule(const path_job *job, int64_t hv)
                         job->gate ? job->gate->first_visible + hv * p->tokens : NULL, 0, 1};
 }
 
-/* The floats of a block task's part of the extra workspace: -X, the tile, M, then W^T, K^T, -U and -DC packed. */
+/* The floats of a block task's part of the extra workspace: -X, the tile [W^T | K^T], then W^T, K^T, -U and -DC
+ * packed. */
 static int64_t path_block_floats(const problem *p)
 {
-    return round16(BLOCK * (p->K + BLOCK)) + round16(p->K * 3 * BLOCK) + round16(p->K * p->K) +
-           2 * round16((int64_t)key_tile_size(p)) + round16((int64_t)p->gemm->packed_b_size(BLOCK, p->K)) +
-           round16((int64_t)p->gemm->packed_b_size(BLOCK, BLOCK));
+    return round16(BLOCK * (p->K + BLOCK)) + round16(p->K * 2 * BLOCK) + 2 * round16((int64_t)key_tile_size(p)) +
+           round16((int64_t)p->gemm->packed_b_size(BLOCK, p->K)) + round16((int64_t)p->gemm->packed_b_size(BLOCK, BLOCK));
 }
 
 /* One block's tile, -U, -DC and M (value head it->head), then its query
@@ -874,7 +874,8 @@ static int64_t path_block_floats(const problem *p)
  * diagonal's logits; extra holds -X = [-U | -DC] [nb x (K + BLOCK)], solved
  * for from the negated right-hand sides (negation is exact and every step's
  * rounding symmetric, so these are X's bits negated, with no pass to negate
- * them after), then the tile, M, and W^T, K^T, -U and -DC packed. */
+ * them after), then the tile [W^T | K^T], and W^T, K^T, -U and -DC packed.
+ * K~^T and M are formed in their packed layout (path_blocks) itself. */
 static void path_block_task(void *context, int64_t item, int thread)
 {
     const path_job *job = context;
@@ -884,17 +885,17 @@ static void path_block_task(void *context, int64_t item, int thread)
     running_softmax unused;
     float *X; /* -X: [-U | -DC] */
     float *gram = workspace_of(p, job->ws, thread, &unused, &X);
-    float *tile = X + round16(BLOCK * (K + BLOCK)), *transport = tile + round16(K * 3 * BLOCK);
-    float *w_packed = transport + round16(K * K), *k_packed = w_packed + round16((int64_t)key_tile_size(p));
+    float *tile = X + round16(BLOCK * (K + BLOCK)); /* [W^T | K^T], K x 2 BLOCK */
+    float *w_packed = tile + round16(K * 2 * BLOCK), *k_packed = w_packed + round16((int64_t)key_tile_size(p));
     float *minus_u = k_packed + round16((int64_t)key_tile_size(p));
     float *minus_dc = minus_u + round16((int64_t)p->gemm->packed_b_size(BLOCK, K));
     const int64_t head_in_pass = hv - job->base.first_head;
-    const int64_t ld_tile = 3 * BLOCK, ld_gram = 2 * BLOCK, ld_x = K + BLOCK;
-    transpose_block(p, p->w, h, t0, nb, tile + BLOCK, ld_tile);
-    transpose_block(p, p->k, h, t0, nb, tile + 2 * BLOCK, ld_tile);
+    const int64_t ld_tile = 2 * BLOCK, ld_gram = 2 * BLOCK, ld_x = K + BLOCK, nr = p->gemm->nr;
+    transpose_block(p, p->w, h, t0, nb, tile, ld_tile);
+    transpose_block(p, p->k, h, t0, nb, tile + BLOCK, ld_tile);
     /* W^T and K^T packed once, for these two products and the diagonal's two */
-    p->gemm->pack_b(K, BLOCK, tile + BLOCK, ld_tile, 0, w_packed);
-    p->gemm->pack_b(K, BLOCK, tile + 2 * BLOCK, ld_tile, 0, k_packed);
+    p->gemm->pack_b(K, BLOCK, tile, ld_tile, 0, w_packed);
+    p->gemm->pack_b(K, BLOCK, tile + BLOCK, ld_tile, 0, k_packed);
     /* [W W^T | W K^T], two GEMMs; only their strictly lower parts are read (L, and W K^T's t > j), so the tiles
      * wholly above the diagonal are skipped (C_LOWER: left as they were) */
     const float *W = p->w + (t0 * p->H + h) * K;
@@ -918,19 +919,23 @@ static void path_block_task(void *context, int64_t item, int thread)
     /* -U and -DC packed once, for the products below and the diagonal's two (k = nb) */
     p->gemm->pack_b(nb, K, X, ld_x, 0, minus_u);
     p->gemm->pack_b(nb, nb, X + K, ld_x, 0, minus_dc);
-    /* K~^T = K^T + W^T (-DC) */
+    /* K~^T = K^T + W^T (-DC) and M = I + W^T (-U), the later query blocks' and the folds' right operands, each
+     * formed in the packed layout itself, panel by panel (C = the panel, ldc = nr; its padding stays 0): no
+     * row-major copy, no pack after. K~^T from K^T packed (whole: 0 past nb); a panel from its first column j0
+     * on reads -DC from row j0 (DC_tj = 0 for j >= t: the rows above add nothing), the skip of
+     * LACS_GEMM_B_LOWER, and the same bits */
+    float *const tilde = path_tilde_packed(p, job->pb, head_in_pass, it->index);
+    memcpy(tilde, k_packed, key_tile_size(p) * sizeof(float));
+    for (int64_t j0 = 0; j0 < nb; j0 += nr)
+        p->gemm->sgemm_packed(K, nb - j0 < nr ? nb - j0 : nr, nb - j0, tile + j0, ld_tile,
+                              minus_dc + (j0 / nr) * nb * nr + j0 * nr, tilde + j0 * K, nr, 1.0f, 0);
+    float *const transport = path_transport_packed(p, job->pb, head_in_pass, it->index);
+    memset(transport, 0, p->gemm->packed_b_size(K, K) * sizeof(float));
     for (int64_t c = 0; c < K; c++)
-        memcpy(tile + c * ld_tile, tile + c * ld_tile + 2 * BLOCK, BLOCK * sizeof(float));
-    p->gemm->sgemm_packed(K, nb, nb, tile + BLOCK, ld_tile, minus_dc, tile, ld_tile, 1.0f,
-                          LACS_GEMM_B_LOWER); /* DC_tj = 0 for j >= t: lower triangular, half of it skipped */
-    /* M = I + W^T (-U) */
-    memset(transport, 0, (size_t)(K * K) * sizeof(float));
-    for (int64_t r = 0; r < K; r++)
-        transport[r * K + r] = 1.0f;
-    p->gemm->sgemm_packed(K, K, nb, tile + BLOCK, ld_tile, minus_u, transport, K, 1.0f, 0);
-    /* K~^T and M packed once for the later query blocks' products and the folds (K~^T whole: 0 past nb) */
-    p->gemm->pack_b(K, BLOCK, tile, ld_tile, 0, path_tilde_packed(p, job->pb, head_in_pass, it->index));
-    p->gemm->pack_b(K, K, transport, K, 0, path_transport_packed(p, job->pb, head_in_pass, it->index));
+        transport[(c / nr) * K * nr + c * nr + c % nr] = 1.0f;
+    for (int64_t j0 = 0; j0 < K; j0 += nr)
+        p->gemm->sgemm_packed(K, K - j0 < nr ? K - j0 : nr, nb, tile, ld_tile, minus_u + (j0 / nr) * nb * nr,
+                              transport + j0 * K, nr, 1.0f, 0);
 
     /* the query rows' diagonal block, into their state (path_query_state): [Q W^T | Q K^T] (into S, free since
      * the solve), two GEMMs of which only the lower triangles are read (t <= i, j <= i; the logits above are
@@ -944,9 +949,8 @@ static void path_block_task(void *context, int64_t item, int thread)
     running_start(r, rows);
     p->gemm->sgemm_packed(rows, rows, K, Q, p->H * K, w_packed, S, ld_s, 0.0f, LACS_GEMM_C_LOWER);
     p->gemm->sgemm_packed(rows, rows, K, Q, p->H * K, k_packed, S + BLOCK, ld_s, 0.0f, LACS_GEMM_C_LOWER);
-    for (int64_t row = 0; row < rows; row++)
-        for (int64_t t = row + 1; t < BLOCK; t++)
-            S[row * ld_s + t] = 0.0f;
+    for (int64_t row = 0; row < rows; row++) /* row < rows <= BLOCK */
+        memset(S + row * ld_s + row + 1, 0, (size_t)(BLOCK - row - 1) * sizeof(float));
     for (int64_t row = 0; row < rows; row++)
         memcpy(Y + row * K, Q + row * p->H * K, (size_t)K * sizeof(float));
     /* (Q W^T) (.) [t <= i] is lower triangular (its upper part stored as 0): its products skip that part; and
