@@ -864,7 +864,8 @@ static logit_rule path_rule(const path_job *job, int64_t hv)
 static int64_t path_block_floats(const problem *p)
 {
     return round16(BLOCK * (p->K + BLOCK)) + round16(p->K * 2 * BLOCK) + 2 * round16((int64_t)key_tile_size(p)) +
-           round16((int64_t)p->gemm->packed_b_size(BLOCK, p->K)) + round16((int64_t)p->gemm->packed_b_size(BLOCK, BLOCK));
+           round16((int64_t)p->gemm->packed_b_size(BLOCK, p->K)) +
+           round16((int64_t)p->gemm->packed_b_size(BLOCK, BLOCK));
 }
 
 /* One block's tile, -U, -DC and M (value head it->head), then its query

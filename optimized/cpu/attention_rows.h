@@ -64,20 +64,21 @@ static inline __attribute__((always_inline)) vfloat exp_vector(float *x, int64_t
 {
     const vfloat d = v_sub(v_load_first(x, count), max_v);
     if (normalised) {
-        /* v_exp's common case without its clamps (d <= 0 here, or NaN): every lane's n in [-125, 127] (false for
-         * NaN), where the clamps change nothing and each weight is at least 0.7 2^-125, none to drop; v_exp and
-         * the drop otherwise (a masked logit's -inf, a weight below 2^-125): the same bits. n <= 0 needs no test:
-         * max is at least every logit of the row (the running maximum, or the log-sum-exp m + log Z, Z >= 1); one
-         * test fewer is 3 % of the two row kernels (116.3 -> 112.6 TSC cycles a row of 128, avx512) */
+        /* a softmax's weights by v_exp_base2 (simd_math.h says why it may: d <= 0, its weights that matter have
+         * |d| of a few units). Its common case without its clamps (d <= 0 here, or NaN): every lane's n in
+         * [-125, 127] (false for NaN), where the clamps change nothing and each weight is at least 0.7 2^-125,
+         * none to drop; v_exp_base2 and the drop otherwise (a masked logit's -inf, a weight below 2^-125): the
+         * same bits. n <= 0 needs no test: max is at least every logit of the row (the running maximum, or the
+         * log-sum-exp m + log Z, Z >= 1); one test fewer was 3 % of the two row kernels */
         vfloat n_pow;
-        const vfloat er = v_exp_reduced(d, &n_pow);
+        const vfloat er = v_exp_base2_reduced(d, &n_pow);
         if (vm_all(vm_ge(n_pow, v_set1(-125.0f)))) {
             const vfloat p = v_scale_pow2_normal(er, n_pow);
             v_store_first(x, p, count);
             return count >= SIMD_LANES ? p : v_zero_unless(vm_first(count), p);
         }
     }
-    vfloat p = v_exp(d);
+    vfloat p = normalised ? v_exp_base2(d) : v_exp(d); /* the EXP form: v_exp, exact to about an ulp */
     p = v_select(vm_lt(p, smallest), p, v_zero()); /* vm_lt is false for NaN: a NaN is kept */
     v_store_first(x, p, count);
     return count >= SIMD_LANES ? p : v_zero_unless(vm_first(count), p);

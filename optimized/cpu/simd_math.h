@@ -3,7 +3,8 @@
  * decays, its chunks' transposes and the attention forms' softmax: one
  * algorithm for every instruction set.
  *
- * v_exp is Cephes' expf (the polynomial of cephes/single/expf.c,
+ * v_exp is Cephes' expf (v_exp_base2, below, its base-2 twin for a softmax's
+ * weights; the polynomial of cephes/single/expf.c,
  * netlib.org/cephes, about 1 ulp on the reduced range |r| <= ln2 / 2): x is
  * clamped to [-110, 89] (exp(-103.97) is half the smallest subnormal,
  * exp(88.73) the largest float: 0 below, +inf above), n = round(x / ln 2),
@@ -52,19 +53,59 @@ static inline vfloat v_exp_reduced(vfloat x, vfloat *n_out)
     return v_add(v_fma(v_mul(r, r), p, r), v_set1(1.0f));
 }
 
+/* The same for the softmax rows' weights (attention_rows.h), reduced in base 2: t = x log2 e rounded once,
+ * n = round(t), r = t - n (exact, |r| <= 1/2), e_r = 2^r = 1 + r P(r) by the polynomial of Cephes' exp2f
+ * (cephes/single/exp2f.c, netlib.org/cephes; 1.3 ulp at most on the reduced range, measured). No two-part
+ * reduction and one polynomial step fewer than v_exp_reduced: a softmax row's two kernels 10 % faster (README.md
+ * section 5).
+ * The price is t's rounding, a relative error of |x| 2^-24 in the result, as large as the one the row's
+ * subtraction x = l - m already makes (FlashAttention's exp2, log2 e folded into the logits' scale, pays the
+ * same); a softmax's weights that matter have |x| of a few units. Not for the EXP form, whose largest weights
+ * have the largest x. */
+static inline vfloat v_exp_base2_reduced(vfloat x, vfloat *n_out)
+{
+    const vfloat t = v_mul(x, v_set1(1.44269504088896341f));
+    const vfloat n = v_round_small(t); /* |t| <= 159 after the clamps */
+    *n_out = n;
+    const vfloat r = v_sub(t, n);
+    vfloat p = v_set1(1.535336188319500e-4f);
+    p = v_fma(p, r, v_set1(1.339887440266574e-3f));
+    p = v_fma(p, r, v_set1(9.618437357674640e-3f));
+    p = v_fma(p, r, v_set1(5.550332471162809e-2f));
+    p = v_fma(p, r, v_set1(2.402264791363012e-1f));
+    p = v_fma(p, r, v_set1(6.931472028550421e-1f));
+    return v_fma(p, r, v_set1(1.0f));
+}
+
+/* e_r 2^n for e_r in [0.7, 1.42] and n integral (or NaN), as the comment at the top says: the common case,
+ * every lane's result normal (n in [-125, 127]), the power applied exactly by one product under avx2
+ * (v_scale_pow2_normal; the same bits as v_scale_pow2's); below, the multiples of 2^-149 by integers. */
+static inline vfloat v_exp_apply_power(vfloat er, vfloat n)
+{
+    if (vm_all(vm_and(vm_ge(n, v_set1(-125.0f)), vm_le(n, v_set1(127.0f)))))
+        return v_scale_pow2_normal(er, n);
+    const vfloat normal = v_scale_pow2(er, v_max(v_set1(-125.0f), n)); /* a NaN n is kept */
+    const vfloat m = v_round(v_mul(er, v_pow2(v_min(v_set1(23.0f), v_add(n, v_set1(149.0f))))));
+    return v_select(vm_lt(n, v_set1(-125.0f)), normal, v_from_bits(m));
+}
+
 static inline vfloat v_exp(vfloat x)
 {
     x = v_max(v_set1(-110.0f), x);
     x = v_min(v_set1(89.0f), x);
     vfloat n;
     const vfloat er = v_exp_reduced(x, &n);
-    /* the common case, every lane's e_r 2^n normal (n in [-125, 127]): the power applied exactly, by one
-     * product under avx2 (v_scale_pow2_normal; the same bits as v_scale_pow2's) */
-    if (vm_all(vm_and(vm_ge(n, v_set1(-125.0f)), vm_le(n, v_set1(127.0f)))))
-        return v_scale_pow2_normal(er, n);
-    const vfloat normal = v_scale_pow2(er, v_max(v_set1(-125.0f), n)); /* a NaN n is kept */
-    const vfloat m = v_round(v_mul(er, v_pow2(v_min(v_set1(23.0f), v_add(n, v_set1(149.0f))))));
-    return v_select(vm_lt(n, v_set1(-125.0f)), normal, v_from_bits(m));
+    return v_exp_apply_power(er, n);
+}
+
+/* exp(x) by v_exp_base2_reduced: the softmax rows' weights. */
+static inline vfloat v_exp_base2(vfloat x)
+{
+    x = v_max(v_set1(-110.0f), x);
+    x = v_min(v_set1(89.0f), x);
+    vfloat n;
+    const vfloat er = v_exp_base2_reduced(x, &n);
+    return v_exp_apply_power(er, n);
 }
 
 /* out [cols x rows] (leading dimension ldo) = in [rows x cols] (ldi) transposed: 8 x 8 blocks by
