@@ -106,27 +106,34 @@ static subnormal_report check_subnormals(int64_t n, const float *x, const float 
     return r;
 }
 
-/* Every fp32 x in [-104.5, -86] through each runnable kernel's exp row, its results then made by `twin`
- * (NULL: as they are) and checked by `check`. */
+typedef void (*exp_twin)(int64_t n, const float *x, float *y);
 typedef void (*exp_check)(const exp_kernel *kernel, int64_t n, const float *x, const float *y);
 
-static void for_each_kernel(void (*twin)(int64_t n, const float *x, float *y), exp_check check)
+/* x [n] through each runnable kernel's exp row (max 0; a softmax's, normalised, or the EXP form's), its
+ * results then made by `twin` (NULL: as they are) and checked by `check`. */
+static void through_each_kernel(int64_t n, const float *x, int normalised, exp_twin twin, exp_check check)
 {
-    int64_t n;
-    float *x = negative_range(-104.5f, -86.0f, &n);
     float *y = malloc((size_t)n * sizeof *y);
     cr_assert_not_null(y);
     for (int k = 0; k < N_KERNELS; k++) {
         if (!runnable(&kernels[k]))
             continue;
         memcpy(y, x, (size_t)n * sizeof *y);
-        kernels[k].exp_row(n, y, 0.0f, 0);
+        kernels[k].exp_row(n, y, 0.0f, normalised);
         if (twin)
             twin(n, x, y);
         check(&kernels[k], n, x, y);
     }
-    free(x);
     free(y);
+}
+
+/* Every fp32 x in [-104.5, -86] through each runnable kernel's EXP-form row. */
+static void for_each_kernel(exp_twin twin, exp_check check)
+{
+    int64_t n;
+    float *x = negative_range(-104.5f, -86.0f, &n);
+    through_each_kernel(n, x, 0, twin, check);
+    free(x);
 }
 
 static void expect_placed_exactly(const exp_kernel *kernel, int64_t n, const float *x, const float *y)
@@ -178,39 +185,38 @@ static double normalised_error(float x, float w)
     return (double)(fabsl((long double)w - exact) / exact / ((fabsl((long double)x) + 1.0L) * 0x1p-24L));
 }
 
+/* The largest normalised_error the checks below have seen. */
+static double normalised_worst;
+
+static void note_normalised_error(const exp_kernel *kernel, int64_t n, const float *x, const float *y)
+{
+    double kernel_worst = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const double e = normalised_error(x[i], y[i]);
+        kernel_worst = e > kernel_worst ? e : kernel_worst;
+    }
+    cr_log_info("cpu_exp %s: %lld normalised weights, largest error %.3f units of (|x| + 1) 2^-24", kernel->isa,
+                (long long)n, kernel_worst);
+    normalised_worst = kernel_worst > normalised_worst ? kernel_worst : normalised_worst;
+}
+
 /* Every 61st fp32 x in [-87.3, 0] (18 million, the normal weights) through each runnable kernel's normalised
- * row (max 0), the results then made by `twin` (NULL: as they are); returns the largest normalised_error of
- * the kernels. */
-static double largest_normalised_error(void (*twin)(int64_t n, float *y))
+ * row, the results then made by `twin` (NULL: as they are); returns the largest normalised_error of the
+ * kernels. */
+static double largest_normalised_error(exp_twin twin)
 {
     const float lo = -87.3f;
     uint32_t last;
     memcpy(&last, &lo, sizeof last);
     const int64_t n = ((int64_t)last - 0x80000000u) / 61 + 1;
-    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-    cr_assert(x && y);
+    float *x = malloc((size_t)n * sizeof *x);
+    cr_assert_not_null(x);
     for (int64_t i = 0; i < n; i++)
         x[i] = from_bits(0x80000000u + (uint32_t)(i * 61));
-    double worst = 0.0;
-    for (int k = 0; k < N_KERNELS; k++) {
-        if (!runnable(&kernels[k]))
-            continue;
-        memcpy(y, x, (size_t)n * sizeof *y);
-        kernels[k].exp_row(n, y, 0.0f, 1);
-        if (twin)
-            twin(n, y);
-        double kernel_worst = 0.0;
-        for (int64_t i = 0; i < n; i++) {
-            const double e = normalised_error(x[i], y[i]);
-            kernel_worst = e > kernel_worst ? e : kernel_worst;
-        }
-        cr_log_info("cpu_exp %s: %lld normalised weights, largest error %.3f units of (|x| + 1) 2^-24",
-                    kernels[k].isa, (long long)n, kernel_worst);
-        worst = kernel_worst > worst ? kernel_worst : worst;
-    }
+    normalised_worst = 0.0;
+    through_each_kernel(n, x, 1, twin, note_normalised_error);
     free(x);
-    free(y);
-    return worst;
+    return normalised_worst;
 }
 
 Test(cpu_exp, normalised_weights_within_their_bound)
@@ -220,8 +226,9 @@ Test(cpu_exp, normalised_weights_within_their_bound)
 }
 
 /* The wrong twin: every weight 2^-21 too large (eight units of 2^-24 where x is near 0). */
-static void weights_too_large(int64_t n, float *y)
+static void weights_too_large(int64_t n, const float *x, float *y)
 {
+    (void)x;
     for (int64_t i = 0; i < n; i++)
         y[i] *= 1.0f + 0x1p-21f;
 }

@@ -38,19 +38,25 @@
  * (v_exp clamps first; a caller may pass any x and use the result only
  * where n turns out in [-125, 127], which x outside that range never gives:
  * there the clamps change nothing). */
+/* c[0] r^5 + c[1] r^4 + ... + c[5] by Horner's rule, one FMA a step (the order the polynomials below were
+ * measured in). */
+static inline __attribute__((always_inline)) vfloat v_polynomial5(vfloat r, const float c[6])
+{
+    vfloat p = v_set1(c[0]);
+    for (int i = 1; i < 6; i++)
+        p = v_fma(p, r, v_set1(c[i]));
+    return p;
+}
+
 static inline vfloat v_exp_reduced(vfloat x, vfloat *n_out)
 {
+    static const float expf_P[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                                    4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
     const vfloat n = v_round_small(v_mul(x, v_set1(1.44269504088896341f))); /* |x log2 e| <= 159 */
     *n_out = n;
     vfloat r = v_fnma(n, v_set1(0.693359375f), x);
     r = v_fnma(n, v_set1(-2.12194440e-4f), r);
-    vfloat p = v_set1(1.9875691500e-4f);
-    p = v_fma(p, r, v_set1(1.3981999507e-3f));
-    p = v_fma(p, r, v_set1(8.3334519073e-3f));
-    p = v_fma(p, r, v_set1(4.1665795894e-2f));
-    p = v_fma(p, r, v_set1(1.6666665459e-1f));
-    p = v_fma(p, r, v_set1(5.0000001201e-1f));
-    return v_add(v_fma(v_mul(r, r), p, r), v_set1(1.0f));
+    return v_add(v_fma(v_mul(r, r), v_polynomial5(r, expf_P), r), v_set1(1.0f));
 }
 
 /* The same for the softmax rows' weights (attention_rows.h), reduced in base 2: t = x log2 e rounded once,
@@ -64,17 +70,13 @@ static inline vfloat v_exp_reduced(vfloat x, vfloat *n_out)
  * have the largest x. */
 static inline vfloat v_exp_base2_reduced(vfloat x, vfloat *n_out)
 {
+    static const float exp2f_P[6] = {1.535336188319500e-4f, 1.339887440266574e-3f, 9.618437357674640e-3f,
+                                     5.550332471162809e-2f, 2.402264791363012e-1f, 6.931472028550421e-1f};
     const vfloat t = v_mul(x, v_set1(1.44269504088896341f));
     const vfloat n = v_round_small(t); /* |t| <= 159 after the clamps */
     *n_out = n;
     const vfloat r = v_sub(t, n);
-    vfloat p = v_set1(1.535336188319500e-4f);
-    p = v_fma(p, r, v_set1(1.339887440266574e-3f));
-    p = v_fma(p, r, v_set1(9.618437357674640e-3f));
-    p = v_fma(p, r, v_set1(5.550332471162809e-2f));
-    p = v_fma(p, r, v_set1(2.402264791363012e-1f));
-    p = v_fma(p, r, v_set1(6.931472028550421e-1f));
-    return v_fma(p, r, v_set1(1.0f));
+    return v_fma(v_polynomial5(r, exp2f_P), r, v_set1(1.0f));
 }
 
 /* e_r 2^n for e_r in [0.7, 1.42] and n integral (or NaN), as the comment at the top says: the common case,
@@ -89,22 +91,21 @@ static inline vfloat v_exp_apply_power(vfloat er, vfloat n)
     return v_select(vm_lt(n, v_set1(-125.0f)), normal, v_from_bits(m));
 }
 
+/* x clamped to [-110, 89], where exp's reductions are meant (the comment at the top). */
+static inline vfloat v_exp_clamp(vfloat x) { return v_min(v_set1(89.0f), v_max(v_set1(-110.0f), x)); }
+
 static inline vfloat v_exp(vfloat x)
 {
-    x = v_max(v_set1(-110.0f), x);
-    x = v_min(v_set1(89.0f), x);
     vfloat n;
-    const vfloat er = v_exp_reduced(x, &n);
+    const vfloat er = v_exp_reduced(v_exp_clamp(x), &n);
     return v_exp_apply_power(er, n);
 }
 
 /* exp(x) by v_exp_base2_reduced: the softmax rows' weights. */
 static inline vfloat v_exp_base2(vfloat x)
 {
-    x = v_max(v_set1(-110.0f), x);
-    x = v_min(v_set1(89.0f), x);
     vfloat n;
-    const vfloat er = v_exp_base2_reduced(x, &n);
+    const vfloat er = v_exp_base2_reduced(v_exp_clamp(x), &n);
     return v_exp_apply_power(er, n);
 }
 
