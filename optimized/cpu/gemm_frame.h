@@ -349,17 +349,27 @@ static void frame_pack_a_bf16(const uint16_t *A, int64_t lda, int64_t k, int64_t
     }
 }
 
-static void frame_tile_bf16(int64_t rows, int64_t cols, int64_t pairs, const uint16_t *A, int64_t lda,
-                            const uint16_t *B, int64_t ldb, float *C, int64_t ldc, float beta)
+/* A tile of fewer than GEMM_NR columns, through a buffer. */
+static void frame_edge_tile_bf16(int64_t rows, int64_t cols, int64_t pairs, const uint16_t *A, int64_t lda,
+                                 const uint16_t *B, int64_t ldb, float *C, int64_t ldc, float beta)
 {
-    if (cols == GEMM_NR) {
-        frame_micro_bf16(rows, pairs, A, lda, B, ldb, C, ldc, beta);
-        return;
-    }
     float buffer[GEMM_MR * GEMM_NR];
     frame_edge_load(C, ldc, rows, cols, beta, buffer);
     frame_micro_bf16(rows, pairs, A, lda, B, ldb, buffer, GEMM_NR, beta);
     frame_edge_store(buffer, rows, cols, C, ldc);
+}
+
+/* Inlined into the loop of tiles: as a call of its own (GCC 12 did not inline it), its entry and exit, which
+ * set up the edge's buffer, cost a tile of the bf16 tier's k = 32 products (the chunk's) a third of its
+ * multiply-adds' time (2 % of the bf16 tier's time under avx512 on the EPYC of README.md section 8.2.13). */
+static inline __attribute__((always_inline)) void frame_tile_bf16(int64_t rows, int64_t cols, int64_t pairs,
+                                                                  const uint16_t *A, int64_t lda, const uint16_t *B,
+                                                                  int64_t ldb, float *C, int64_t ldc, float beta)
+{
+    if (cols == GEMM_NR)
+        frame_micro_bf16(rows, pairs, A, lda, B, ldb, C, ldc, beta);
+    else
+        frame_edge_tile_bf16(rows, cols, pairs, A, lda, B, ldb, C, ldc, beta);
 }
 
 static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,
@@ -380,7 +390,9 @@ static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int6
         for (int64_t j0 = 0; j0 < n; j0 += GEMM_NR) {
             const int64_t cols = frame_min(GEMM_NR, n - j0);
             const int64_t first_tile = frame_first_tile(flags, j0);
-            const int in_place = cols == GEMM_NR && m - first_tile <= GEMM_MR;
+            /* B read where it is: by one tile row, or when B is one panel wide (n = GEMM_NR), whose packed
+             * rows are the panel's own (2 GEMM_NR apart: recurrent_kernels.h's round_pack_panels) */
+            const int in_place = cols == GEMM_NR && (n == GEMM_NR || m - first_tile <= GEMM_MR);
             const uint16_t *b = Bp + q0 * 2 * n + 2 * j0;
             int64_t b_ld = 2 * n;
             if (!in_place) {

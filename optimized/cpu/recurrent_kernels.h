@@ -223,8 +223,34 @@ static void round_pack(int64_t k, int64_t n, const float *B, int64_t ldb, uint16
     }
 }
 
+/* B [k x n] rounded and packed panel by panel: columns j0 .. j0 + nr - 1 (nr
+ * = the GEMM table's panel width) are a bgemm operand of their own, of n =
+ * nr (fewer in the last), at Bp + j0 k_even (k rounded up to even). Each
+ * product then runs panel by panel (panel_product), and the frame reads a
+ * whole panel in place: with n = nr its packed rows are the frame's panel
+ * rows (gemm_frame.h), where a B of several panels is copied panel by panel
+ * for every product (7 % of the bf16 tier's time under avx512 on the EPYC of
+ * README.md section 8.2.13, the most of it in those copies). */
+static void round_pack_panels(int64_t k, int64_t n, const float *B, int64_t ldb, int64_t nr, uint16_t *Bp)
+{
+    const int64_t k_even = (k + 1) / 2 * 2;
+    for (int64_t j0 = 0; j0 < n; j0 += nr)
+        round_pack(k, n - j0 < nr ? n - j0 : nr, B + j0, ldb, Bp + j0 * k_even);
+}
+
+/* C (+)= A B, A [m x k] bf16 (lda), B packed by round_pack_panels: one bgemm per panel. flags: A_LOWER or
+ * none (C_LOWER reads the column, which a panel's product would count from the panel's first). */
+static void panel_product(const lacs_cpu_gemm *gemm, int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda,
+                          const uint16_t *Bp, float *C, int64_t ldc, float beta, unsigned flags)
+{
+    const int64_t k_even = (k + 1) / 2 * 2, nr = gemm->nr;
+    for (int64_t j0 = 0; j0 < n; j0 += nr)
+        gemm->bgemm_general(m, n - j0 < nr ? n - j0 : nr, k, A, lda, Bp + j0 * k_even, C + j0, ldc, beta, flags);
+}
+
 /* k's rows [n x K] (rounded: k16) packed as B = k^T [K x n] for bgemm: the
- * pair (k[j][2q], k[j][2q + 1]) is adjacent in k16, a 32-bit move. */
+ * pair (k[j][2q], k[j][2q + 1]) is adjacent in k16, a 32-bit move. n <= nr
+ * (a chunk), one panel. */
 static void pack_transposed(int64_t n, int64_t K, const uint16_t *k16, uint16_t *Bp)
 {
     for (int64_t q = 0; 2 * q < K; q++)
@@ -234,18 +260,14 @@ static void pack_transposed(int64_t n, int64_t K, const uint16_t *k16, uint16_t 
         }
 }
 
-/* C (+)= A B with both rounded to bf16 here (B already packed when Bp is
- * given), fp32 accumulation. */
+/* C (+)= A B with A rounded to bf16 here (into w->a16), B packed by round_pack_panels (k^T: one panel),
+ * fp32 accumulation. */
 static void bf16_product(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t m, int64_t n,
-                         int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb, const uint16_t *Bp,
-                         float *C, int64_t ldc, float beta, unsigned flags)
+                         int64_t k, const float *A, int64_t lda, const uint16_t *Bp, float *C, int64_t ldc,
+                         float beta, unsigned flags)
 {
-    if (!Bp) {
-        round_pack(k, n, B, ldb, w->b16);
-        Bp = w->b16;
-    }
     round_rows(m, k, A, lda, w->a16);
-    r->call->gemm->bgemm_general(m, n, k, w->a16, k, Bp, C, ldc, beta, flags);
+    panel_product(r->call->gemm, m, n, k, w->a16, k, Bp, C, ldc, beta, flags);
 }
 
 #endif
@@ -372,9 +394,9 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     }
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) { /* k^T and S are right operands twice each: rounded and packed once */
-        round_rows(n, K, k, ldk, w->a16);
+        round_rows(n, K, k, ldk, w->a16); /* k rounded: K K^T's left operand below, as it is */
         pack_transposed(n, K, w->a16, w->k16);
-        round_pack(K, V, w->S, V, w->s16);
+        round_pack_panels(K, V, w->S, V, gemm->nr, w->s16);
     }
 #endif
 
@@ -385,9 +407,10 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             decay_matrix(n, G, w->D);
 #ifdef SIMD_BF16_PRODUCTS
         if (bf16) {
-            if (correct)
-                bf16_product(r, w, n, n, K, k, ldk, NULL, 0, w->k16, KK, n, 0.0f, LACS_GEMM_C_LOWER);
-            bf16_product(r, w, n, n, K, q, ldq, NULL, 0, w->k16, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+            if (correct) /* k rounded into a16 above */
+                gemm->bgemm_general(n, n, K, w->a16, K, w->k16, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+            round_rows(n, K, q, ldq, w->a16);
+            gemm->bgemm_general(n, n, K, w->a16, K, w->k16, QK, n, 0.0f, LACS_GEMM_C_LOWER);
         } else
 #endif
         {
@@ -443,8 +466,8 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) {
         if (correct)
-            bf16_product(r, w, n, V, K, Kd, K, NULL, 0, w->s16, KS, V, 0.0f, 0);
-        bf16_product(r, w, n, V, K, Qd, K, NULL, 0, w->s16, O, ldo, 0.0f, 0);
+            bf16_product(r, w, n, V, K, Kd, K, w->s16, KS, V, 0.0f, 0);
+        bf16_product(r, w, n, V, K, Qd, K, w->s16, O, ldo, 0.0f, 0);
     } else
 #endif
     {
@@ -485,7 +508,8 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         }
 #ifdef SIMD_BF16_PRODUCTS
         if (bf16) {
-            bf16_product(r, w, n, V, n, w->Tinv, n, w->U, V, NULL, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER);
+            round_pack_panels(n, V, w->U, V, nr, w->b16);
+            bf16_product(r, w, n, V, n, w->Tinv, n, w->b16, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER);
             vnew = w->Vp;
             ld_vnew = V;
         } else
@@ -503,9 +527,8 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     /* O += P V'; V' packed once for this product and the state's */
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) {
-        round_pack(n, V, vnew, ld_vnew, w->b16);
-        round_rows(n, n, w->P, n, w->a16);
-        gemm->bgemm_general(n, V, n, w->a16, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
+        round_pack_panels(n, V, vnew, ld_vnew, gemm->nr, w->b16);
+        bf16_product(r, w, n, V, n, w->P, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
     } else
 #endif
     {
@@ -563,8 +586,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     }
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) { /* Kl^T rounded; V' packed above */
-        round_rows(K, n, w->KlT, n, w->a16);
-        gemm->bgemm_general(K, V, n, w->a16, n, w->b16, w->S, V, state_decay, 0);
+        bf16_product(r, w, K, V, n, w->KlT, n, w->b16, w->S, V, state_decay, 0);
         return;
     }
 #endif
