@@ -78,8 +78,8 @@ typedef struct {
      * dy tanh(alpha x); sum_bias += dy. */
     void (*dyt_vjp)(lacs_cpu_norm_block *b);
     /* NULL, or fills table[2 * LACS_CPU_DYT_TABLE_MAGNITUDES] for dyt_vjp's
-     * bf16 tier: table[m] = tanh(alpha x) and table[LACS_CPU_DYT_TABLE_MAGNITUDES
-     * + m] = sech^2(alpha x) for x the bf16 of bits m (x >= +0), as the fast
+     * bf16 tier: table[2 m] = tanh(alpha x) and table[2 m + 1] = sech^2(alpha
+     * x), side by side, for x the bf16 of bits m (x >= +0), as the fast
      * path forms them, where that path takes x (tame, |alpha x| <= 9.5), and 0
      * in both where it does not (sech^2 is positive where it does). */
     void (*dyt_vjp_table)(double alpha, float *table);

@@ -646,7 +646,7 @@ static inline __attribute__((always_inline)) int64_t vjp_common_run(vjp_op op, c
 
 /* ---- DyT's VJP in the bf16 tier: by table (norms.h) ---- */
 
-/* table[m], table[LACS_CPU_DYT_TABLE_MAGNITUDES + m]: t and sech^2 of
+/* table[2 m], table[2 m + 1]: t and sech^2 of
  * tanh_sech2_tame(alpha x) for x the bf16 of bits m, where the common loop
  * takes x (vjp_common_run: x tame, |alpha x| in [2^-12, 9.5]); 0 and 0
  * where it does not. |alpha x| grows with m (x finite; then the
@@ -659,7 +659,6 @@ static inline __attribute__((always_inline)) int64_t vjp_common_run(vjp_op op, c
 static inline void dyt_vjp_table_fill(double alpha_double, float *table)
 {
     const vfloat alpha = v_set1((float)alpha_double);
-    float *const t_table = table, *const s2_table = table + LACS_CPU_DYT_TABLE_MAGNITUDES;
     enum { BATCH = 512 };
     uint16_t bits[BATCH]; /* the batch's bit patterns, written before they are loaded (not eight stores
                              then a vector load that waits for them) */
@@ -677,15 +676,15 @@ static inline void dyt_vjp_table_fill(double alpha_double, float *table)
         vfloat t = v_zero(), s2 = v_zero();
         if (!vm_none(taken))
             tanh_sech2_tame(v_mul(alpha, x), &t, &s2);
-        v_store_first(t_table + m, v_select(taken, v_zero(), t), SIMD_LANES);
-        v_store_first(s2_table + m, v_select(taken, v_zero(), s2), SIMD_LANES);
+        v_store_pair(table + 2 * m, v_select(taken, v_zero(), t), v_select(taken, v_zero(), s2));
     }
-    memset(t_table + m, 0, (size_t)(LACS_CPU_DYT_TABLE_MAGNITUDES - m) * sizeof(float));
-    memset(s2_table + m, 0, (size_t)(LACS_CPU_DYT_TABLE_MAGNITUDES - m) * sizeof(float));
+    memset(table + 2 * m, 0, (size_t)(LACS_CPU_DYT_TABLE_MAGNITUDES - m) * 2 * sizeof(float));
 }
 
-/* vjp_common_run for DyT in the bf16 tier with the table: t and sech^2 looked up by |x|'s bits, t's sign
- * flipped for x < 0, where every lane's sech^2 is in the table (> 0) and dy is tame: the same vectors as
+/* vjp_common_run for DyT in the bf16 tier with the table: t and sech^2 looked up by |x|'s bits, side by side
+ * (one 64-bit gather per lane: two gathers of t and of sech^2, each a load per lane, were the loop's
+ * bound on the EPYC of optimized/cpu/README.md section 8.2.13, 20 % slower in L2), t's sign flipped for
+ * x < 0, where every lane's sech^2 is in the table (> 0) and dy is tame: the same vectors as
  * vjp_common_run takes, and the same bits. */
 static inline __attribute__((always_inline)) int64_t dyt_table_run(const uint16_t *xs, const uint16_t *dys,
                                                                    int64_t row, int64_t dim, int64_t c, int64_t end,
@@ -699,12 +698,13 @@ static inline __attribute__((always_inline)) int64_t dyt_table_run(const uint16_
         simd_prefetch(xs + row + dim + c);
         simd_prefetch(dys + row + dim + c);
         prefetch_float(dx_ahead, c);
-        const vfloat s2 = v_table_bf16_magnitude(table + LACS_CPU_DYT_TABLE_MAGNITUDES, xs + row + c);
+        vfloat t_magnitude, s2;
+        v_table_bf16_magnitude_pair(table, xs + row + c, &t_magnitude, &s2);
         const vfloat g = v_load_bf16(dys + row + c);
         if (!vm_all(vm_and(vm_lt(v_zero(), s2), vm_le(v_abs(g), v_set1(0x1p40f)))))
             break;
         const vfloat x = v_load_bf16(xs + row + c);
-        const vfloat t = v_xor_sign(v_table_bf16_magnitude(table, xs + row + c), x);
+        const vfloat t = v_xor_sign(t_magnitude, x);
         const vfloat gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
         v_store_first(dx_row + c, v_mul(v_mul(gw, alpha), s2), SIMD_LANES);
         part = v_fma(v_mul(gw, x), s2, part);

@@ -91,6 +91,25 @@ static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *
         _mm256_and_si256(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), _mm256_set1_epi32(0x7fff));
     return _mm256_i32gather_ps(table, magnitude, 4);
 }
+static inline void v_table_bf16_magnitude_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
+{
+    const __m256i magnitude =
+        _mm256_and_si256(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), _mm256_set1_epi32(0x7fff));
+    /* lanes 0-3, 4-7: (first, second) of each; the even floats of both, then the odd, in 128-bit halves
+     * (0 1 4 5 | 2 3 6 7) put in order by a permutation of the 64-bit quarters */
+    const __m256 low = _mm256_castsi256_ps(
+        _mm256_i32gather_epi64((const long long *)table, _mm256_castsi256_si128(magnitude), 8));
+    const __m256 high = _mm256_castsi256_ps(
+        _mm256_i32gather_epi64((const long long *)table, _mm256_extracti128_si256(magnitude, 1), 8));
+    *first = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(low, high, 0x88)), 0xd8));
+    *second = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(low, high, 0xdd)), 0xd8));
+}
+static inline void v_store_pair(float *p, vfloat a, vfloat b)
+{
+    const __m256 low = _mm256_unpacklo_ps(a, b), high = _mm256_unpackhi_ps(a, b); /* 0 1 | 4 5, 2 3 | 6 7 */
+    _mm256_storeu_ps(p, _mm256_permute2f128_ps(low, high, 0x20));
+    _mm256_storeu_ps(p + 8, _mm256_permute2f128_ps(low, high, 0x31));
+}
 static inline vfloat v_load_any(const void *p, int bf16, int64_t i, int64_t count)
 {
     if (bf16)
