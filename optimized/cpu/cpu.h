@@ -113,6 +113,7 @@ typedef struct {
     int bf16;                 /* q (x for the norms) is BF16: the bf16 tier; other inputs may be either */
     lacs_cpu_isa isa;
     int bf16_native_products; /* avx512 and LACS_CPU_BF16_PRODUCTS native (dispatch.c): vdpbf16ps for bf16 products */
+    int amd;                  /* the CPU is AMD's (dispatch.c): for choices that keep the bits, faster on one vendor */
     const lacs_cpu_gemm *gemm;
     int threads;
 } lacs_cpu_call;

@@ -96,6 +96,19 @@ const char *lacs_cpu_isa_name(void)
  * cycle, half the fp32 rate per multiply-add, and the bf16 tier ran at 0.65 of
  * fp32's speed with it, 1.0 without. A fixed rule, not a timing: the same
  * machine always computes the same bits. */
+/* Whether the CPU is AMD's: a fixed rule for the choices that give the same
+ * bits either way but whose speed differs between AMD's cores and Intel's
+ * (the bf16 products below; where norms.c streams DyT's VJP). */
+static int cpu_is_amd(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+#else
+    return 0;
+#endif
+}
+
 static int choose_bf16_products(int *native)
 {
     const char *forced = getenv("LACS_CPU_BF16_PRODUCTS");
@@ -107,12 +120,7 @@ static int choose_bf16_products(int *native)
         return lacs_cpu_error(LACS_ERR_PARAM, "builtin:cpu", "LACS_CPU_BF16_PRODUCTS=%s is not one of native, widened",
                               forced);
     }
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    *native = __builtin_cpu_is("amd");
-#else
-    *native = 0;
-#endif
+    *native = cpu_is_amd();
     return LACS_OK;
 }
 
@@ -687,6 +695,7 @@ int lacs_cpu_run(const char *op, const lacs_tensor *inputs, int n_inputs, const 
         (rc = check_threads_env()) != LACS_OK)
         return rc;
     c.bf16_native_products = c.isa == LACS_ISA_AVX512 && native_bf16;
+    c.amd = cpu_is_amd();
     c.gemm = lacs_cpu_gemm_for(c.isa);
     c.threads = lacs_cpu_threads();
 
