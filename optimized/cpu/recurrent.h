@@ -50,6 +50,7 @@ typedef struct {
     float *KQK;                /* 2C x C: K K^T, then Q K^T */
     float *KT_packed;          /* k^T [K x C] packed (the GEMM table's pack_b) for K K^T and Q K^T */
     uint16_t *a16, *k16, *s16, *b16; /* bf16 operands: a left operand; K^T, S and a right operand packed */
+    uint16_t *kq16, *kqd16;    /* 2C x K bf16: the chunk's rows of k then q, and [Kd; Qd], rounded */
 } lacs_cpu_recurrent_workspace;
 
 /* For the GEMM table `gemm`, with the state packed or row-major. */

@@ -201,6 +201,24 @@ static inline void scale_tensor_row(int64_t n, float a, const lacs_tensor *t, in
 
 #ifdef SIMD_BF16_PRODUCTS
 
+/* scale_tensor_row for the bf16 products: the row (x, or the tensor's row widened) rounded to bf16 into x16
+ * (a BF16 row's own bits), also widened into x_out where x_out is not NULL (x NULL), and y = a x rounded into
+ * y16 (no fp32 y): the products' left operands formed by the row's first reader, where rounding them after
+ * (round_rows) read them again, 2 % of the bf16 tier's time on the EPYC of README.md section 8.2.13. */
+static inline void scale_tensor_row_bf16(int64_t n, float a, const lacs_tensor *t, int64_t offset, const float *x,
+                                         float *x_out, uint16_t *x16, uint16_t *y16)
+{
+    const vfloat av = v_set1(a);
+    const int bf16 = t->dtype == LACS_BF16;
+    for (int64_t i = 0; i < n; i += SIMD_LANES) {
+        const vfloat xi = x ? v_load_first(x + i, n - i) : v_load_any(t->data, bf16, offset + i, n - i);
+        if (!x && x_out)
+            v_store_first(x_out + i, xi, n - i);
+        v_store_bf16_first(x16 + i, xi, n - i);
+        v_store_bf16_first(y16 + i, v_mul(av, xi), n - i);
+    }
+}
+
 /* x [m x k] (leading dimension ldx) rounded to bf16 into out [m x k]. */
 static void round_rows(int64_t m, int64_t k, const float *x, int64_t ldx, uint16_t *out)
 {
@@ -386,6 +404,15 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         } else {
             const float row_decay = decays ? k_decays[i] : 1.0f, q_decay = decays ? q_decays[i] : 1.0f;
             const int64_t row = ((t0 + i) * r->H + h) * K;
+#ifdef SIMD_BF16_PRODUCTS
+            if (bf16) { /* k, q, Kd, Qd rounded here (w->kq16, w->kqd16); k widened for Kl below, q not needed */
+                scale_tensor_row_bf16(K, w->b[i] * row_decay, r->k, row, k == w->kq ? NULL : k + i * ldk,
+                                      w->kq + i * K, w->kq16 + i * K, w->kqd16 + i * K);
+                scale_tensor_row_bf16(K, scale * q_decay, r->q, row, q == w->kq + n * K ? NULL : q + i * ldq, NULL,
+                                      w->kq16 + (n + i) * K, w->kqd16 + (n + i) * K);
+                continue;
+            }
+#endif
             scale_tensor_row(K, w->b[i] * row_decay, r->k, row, k == w->kq ? NULL : k + i * ldk, w->kq + i * K,
                              Kd + i * K);
             scale_tensor_row(K, scale * q_decay, r->q, row, q == w->kq + n * K ? NULL : q + i * ldq,
@@ -393,9 +420,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         }
     }
 #ifdef SIMD_BF16_PRODUCTS
-    if (bf16) { /* k^T and S are right operands twice each: rounded and packed once */
-        round_rows(n, K, k, ldk, w->a16); /* k rounded: K K^T's left operand below, as it is */
-        pack_transposed(n, K, w->a16, w->k16);
+    if (bf16) { /* k^T (for the n x n products) and S are right operands twice each: rounded and packed once */
+        if (channel)
+            round_rows(2 * n, K, w->KQd, K, w->kqd16); /* [Kd; Qd], formed in fp32 per channel above */
+        else
+            pack_transposed(n, K, w->kq16, w->k16);
         round_pack_panels(K, V, w->S, V, gemm->nr, w->s16);
     }
 #endif
@@ -407,10 +436,9 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             decay_matrix(n, G, w->D);
 #ifdef SIMD_BF16_PRODUCTS
         if (bf16) {
-            if (correct) /* k rounded into a16 above */
-                gemm->bgemm_general(n, n, K, w->a16, K, w->k16, KK, n, 0.0f, LACS_GEMM_C_LOWER);
-            round_rows(n, K, q, ldq, w->a16);
-            gemm->bgemm_general(n, n, K, w->a16, K, w->k16, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+            if (correct) /* k and q rounded by the scaling above */
+                gemm->bgemm_general(n, n, K, w->kq16, K, w->k16, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+            gemm->bgemm_general(n, n, K, w->kq16 + n * K, K, w->k16, QK, n, 0.0f, LACS_GEMM_C_LOWER);
         } else
 #endif
         {
@@ -466,8 +494,8 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) {
         if (correct)
-            bf16_product(r, w, n, V, K, Kd, K, w->s16, KS, V, 0.0f, 0);
-        bf16_product(r, w, n, V, K, Qd, K, w->s16, O, ldo, 0.0f, 0);
+            panel_product(gemm, n, V, K, w->kqd16, K, w->s16, KS, V, 0.0f, 0);
+        panel_product(gemm, n, V, K, w->kqd16 + n * K, K, w->s16, O, ldo, 0.0f, 0);
     } else
 #endif
     {
