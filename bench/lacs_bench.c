@@ -5,7 +5,7 @@
  *
  *   bench op= impl=builtin:cpu isa= tier= mode= B= T= H= HV= K= V= time_ms= tokens_per_s= gflops=
  *         [algorithm_gflops=] [gb_per_s=] [in_cache_gb_per_s=] gemm_beside_gflops=|copy_beside_gb_per_s=
- *         drift= peak_rss_mb= io_mb= repeats= reference_ms= reference_T= reference_scaled=
+ *         drift= measurements= peak_rss_mb= io_mb= repeats= reference_ms= reference_T= reference_scaled=
  *         [ratio_vs_sgemm=] [ratio_vs_bandwidth=] ratio_vs_reference= status=
  *
  * Before them, measured in the same run: the machine, and the anchors the
@@ -81,6 +81,12 @@
  * came out below the large problem's own rate (0.29 against 0.52,
  * ../optimized/cpu/README.md section 8.2.6). */
 #define NORM_IN_CACHE_BYTES ((int64_t)512 << 10)
+
+/* A line whose drift (its anchor beside against the run's) is outside [DRIFT_STEADY_LOW, DRIFT_STEADY_HIGH] is
+ * measured again in a full run, up to MEASUREMENTS_MAX measurements in all (run_config). */
+#define DRIFT_STEADY_LOW 0.8
+#define DRIFT_STEADY_HIGH 1.25
+#define MEASUREMENTS_MAX 3
 /* The summary's goals (issue 21). */
 #define GOAL_PREFILL_VS_SGEMM 0.60
 #define GOAL_BF16_VS_FP32_AVX512 1.50
@@ -1383,18 +1389,38 @@ static void run_config(const bench_config *c, const anchors *a, const options *o
     const double flops = config_flops(c), algorithm_flops = config_algorithm_flops(c);
 
     for (int i = 0; i < opt->n_isas; i++) {
-        child_result cpu;
-        double peak_rss_mb;
-        run_in_child(cpu_job, c, opt->isas[i], limit_s, &cpu, &peak_rss_mb);
-        const int ok = cpu.status == STATUS_OK;
-        const double time_s = ok ? cpu.seconds : NAN;
-        const double gflops = flops / time_s / 1e9;
-        const double gb_per_s = cpu.bytes > 0 ? cpu.bytes / time_s / 1e9 : NAN;
         /* the anchor measured beside the calls, against the run's: how the load moved since the anchors */
         const double run_anchor = c->mode != MODE_PREFILL                   ? a->copy_gb_per_s
                                   : family_of(c->op) == FAMILY_ATTENTION ? a->per_isa[i].block_gflops
                                                                          : a->per_isa[i].chunk_gflops;
-        const double beside = ok ? cpu.beside : NAN, drift = beside / run_anchor;
+        /* A line measured while the machine changed its speed (a drift far from 1) is measured again, up to
+         * MEASUREMENTS_MAX times in all in a full run, and the measurement whose drift is nearest 1 is kept:
+         * the rounds' matching does not follow a spell that starts or ends within a round, and on the EPYC of
+         * optimized/cpu/README.md 8.2.13 lines at drift 0.50-0.53 read the bf16 tier's ratio at 1.85-1.95
+         * where the steady runs read 1.31-1.47. */
+        child_result cpu;
+        double peak_rss_mb = NAN, drift = NAN;
+        int measurements = 0;
+        for (;;) {
+            child_result attempt;
+            double attempt_rss_mb;
+            run_in_child(cpu_job, c, opt->isas[i], limit_s, &attempt, &attempt_rss_mb);
+            const double attempt_drift = attempt.status == STATUS_OK ? attempt.beside / run_anchor : NAN;
+            if (++measurements == 1 ||
+                (attempt.status == STATUS_OK && fabs(log(attempt_drift)) < fabs(log(drift)))) {
+                cpu = attempt;
+                peak_rss_mb = attempt_rss_mb;
+                drift = attempt_drift;
+            }
+            if (opt->quick || measurements == MEASUREMENTS_MAX || cpu.status != STATUS_OK ||
+                (drift >= DRIFT_STEADY_LOW && drift <= DRIFT_STEADY_HIGH))
+                break;
+        }
+        const int ok = cpu.status == STATUS_OK;
+        const double time_s = ok ? cpu.seconds : NAN;
+        const double gflops = flops / time_s / 1e9;
+        const double gb_per_s = cpu.bytes > 0 ? cpu.bytes / time_s / 1e9 : NAN;
+        const double beside = ok ? cpu.beside : NAN;
         const double per_beside = ok ? cpu.per_beside : NAN;
         config_outcome *outcome = &outcomes[i];
         /* the ratios: the call's rate against the anchor beside it, round by round (per_beside), times, for
@@ -1425,6 +1451,7 @@ static void run_config(const bench_config *c, const anchors *a, const options *o
             print_field("in_cache_gb_per_s", "%.2f", ok ? cpu.value : NAN);
         print_field(c->mode == MODE_PREFILL ? "gemm_beside_gflops" : "copy_beside_gb_per_s", "%.2f", beside);
         print_field("drift", "%.2f", drift);
+        printf(" measurements=%d", measurements);
         print_field("peak_rss_mb", "%.1f", peak_rss_mb);
         print_field("io_mb", "%.1f", cpu.bytes > 0 ? cpu.bytes / (1 << 20) : NAN);
         print_field("repeats", "%.0f", ok ? (double)cpu.repeats : NAN);
