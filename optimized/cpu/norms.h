@@ -49,11 +49,11 @@ typedef struct {
  * sech^2(alpha x)) are computed once per call for every magnitude |x|
  * (LACS_CPU_DYT_TABLE_MAGNITUDES bf16 bit patterns, sign bit clear), by the
  * same arithmetic as each element would be, and looked up: the same bits, a
- * gather instead of an exp and a division per element. Built where the call has at least
+ * load per lane instead of an exp and a division per element. Built where the call has at least
  * LACS_CPU_DYT_TABLE_ELEMENTS elements (building it costs about as much as
  * 2^14 elements: 11-19 us for alpha from 1e-3 to 3e4 under avx2), under the
  * instruction sets whose kernels provide them (dyt_table: avx2 and avx512;
- * dyt_vjp_table: avx2; where the gathers cost less than the arithmetic). */
+ * dyt_vjp_table: avx2; where the lookups cost less than the arithmetic). */
 #define LACS_CPU_DYT_TABLE_MAGNITUDES 32768
 #define LACS_CPU_DYT_TABLE_OTHER 4.0f
 #define LACS_CPU_DYT_TABLE_ELEMENTS (1 << 17)

@@ -6,8 +6,8 @@
 #include "cpu.h"
 
 #define NORM_KERNELS lacs_cpu_norm_kernels_avx2
-/* DyT and its VJP in the bf16 tier by table (norms.h): under avx2 a gather of eight lanes costs less than
- * the exp and the division (optimized/cpu/README.md section 6). */
+/* DyT and its VJP in the bf16 tier by table (norms.h): under avx2 eight lanes' lookups cost less than the
+ * exp and the division (optimized/cpu/README.md section 6). */
 #define NORMS_DYT_TABLE
 #define NORMS_DYT_VJP_TABLE
 #include "norms_vector.h"

@@ -6,7 +6,7 @@
 #include "cpu.h"
 
 #define NORM_KERNELS lacs_cpu_norm_kernels_avx512
-/* DyT in the bf16 tier by table (norms.h): one gather of sixteen lanes costs less than the exp and the
- * division; the VJP's two cost more than its arithmetic, which stays (optimized/cpu/README.md section 6). */
+/* DyT in the bf16 tier by table (norms.h): sixteen lanes' lookups cost less than the exp and the division;
+ * the VJP's pairs cost about what its arithmetic does, which stays (optimized/cpu/README.md section 6). */
 #define NORMS_DYT_TABLE
 #include "norms_vector.h"

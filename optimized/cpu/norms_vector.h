@@ -682,7 +682,7 @@ static inline void dyt_vjp_table_fill(double alpha_double, float *table)
 }
 
 /* vjp_common_run for DyT in the bf16 tier with the table: t and sech^2 looked up by |x|'s bits, side by side
- * (one 64-bit gather per lane: two gathers of t and of sech^2, each a load per lane, were the loop's
+ * (one 64-bit load per lane: two lookups of t and of sech^2, each a load per lane, were the loop's
  * bound on the EPYC of optimized/cpu/README.md section 8.2.13, 20 % slower in L2), t's sign flipped for
  * x < 0, where every lane's sech^2 is in the table (> 0) and dy is tame: the same vectors as
  * vjp_common_run takes, and the same bits. */

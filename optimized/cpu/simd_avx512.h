@@ -19,10 +19,10 @@
  *   v_load_bf16(p), v_load_bf16_first(p, count)   bf16 widened exactly (a bf16 is the upper half of a binary32)
  *   v_load_any(p, bf16, i, count) element i on of an fp32 or bf16 array, count lanes present
  *   v_table_bf16_magnitude(table, p)   table[p[j] & 0x7fff] for the SIMD_LANES bf16 at p: a function of
- *                                 |x| looked up (a gather)
+ *                                 |x| looked up (a load per lane)
  *   v_table_bf16_magnitude_pair(table, p, &first, &second)   first = table[2 m], second = table[2 m + 1]
  *                                 for m = p[j] & 0x7fff: two functions of |x| kept side by side, looked up
- *                                 by one 64-bit gather per lane (half the loads of two gathers)
+ *                                 by one 64-bit load per lane (half the loads of two lookups)
  *   v_store_pair(p, a, b)         p[2 j] = a[j], p[2 j + 1] = b[j] (2 SIMD_LANES floats, unaligned)
  *   v_lane_index()                0, 1, .., SIMD_LANES - 1
  *   v_set1, v_zero, v_add, v_sub, v_mul, v_div, v_sqrt, v_abs
@@ -117,11 +117,24 @@ static inline vfloat v_load_bf16_first(const uint16_t *p, int64_t count)
 {
     return v_widen_bf16(_mm256_maskz_loadu_epi16(vm_first(count), p));
 }
+/* The forward's lookup by a load per lane, the index read from p as a scalar (no gather: on the EPYC of
+ * optimized/cpu/README.md section 8.2.13 a gather of sixteen took longer than its loads and their inserts, DyT
+ * bf16 4096 x 4096 on two threads 6.77 -> 5.36 ms; the VJP's pairs were as fast either way, and its gathers
+ * stay, section 6). */
+static inline __m128 table_four_bf16_magnitude(const float *table, const uint16_t *p)
+{
+    __m128 v = _mm_load_ss(table + (p[0] & 0x7fff));
+    v = _mm_insert_ps(v, _mm_load_ss(table + (p[1] & 0x7fff)), 0x10);
+    v = _mm_insert_ps(v, _mm_load_ss(table + (p[2] & 0x7fff)), 0x20);
+    return _mm_insert_ps(v, _mm_load_ss(table + (p[3] & 0x7fff)), 0x30);
+}
 static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *p)
 {
-    const __m512i magnitude =
-        _mm512_and_si512(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), _mm512_set1_epi32(0x7fff));
-    return _mm512_i32gather_ps(magnitude, table, 4);
+    const __m256 low = _mm256_insertf128_ps(_mm256_castps128_ps256(table_four_bf16_magnitude(table, p)),
+                                            table_four_bf16_magnitude(table, p + 4), 1);
+    const __m256 high = _mm256_insertf128_ps(_mm256_castps128_ps256(table_four_bf16_magnitude(table, p + 8)),
+                                             table_four_bf16_magnitude(table, p + 12), 1);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(low), high, 1);
 }
 static inline void v_table_bf16_magnitude_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
 {
