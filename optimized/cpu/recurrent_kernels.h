@@ -62,6 +62,60 @@ static inline __attribute__((always_inline)) void prefetch_row(const lacs_tensor
         simd_prefetch(first + byte);
 }
 
+/* The rows of the chunk a task computes next (lacs_cpu_chunk_ahead), fetched
+ * while this one is computed: a head's rows are H K or HV V elements apart, a
+ * stride the hardware prefetchers do not follow. Two schedules:
+ * - at once (chunk_fetch.spread = 0): each token's q, k and v rows in the
+ *   chunk's first loop, a token per row it scales (the Xeon of README.md
+ *   section 8.2: the spread below, tried there at four points, was slower);
+ * - spread (AMD's cores): a few rows after each of the chunk's products, and
+ *   each token's o row too, before the products store into it. On the EPYC
+ *   of README.md section 8.2.13 the rows fetched at once filled the core's
+ *   queue of misses and the loop waited on it (the prefetch loop held 5 % of
+ *   the bf16 tier's time), and o's lines were read at the first store. */
+typedef struct {
+    const lacs_cpu_recurrent_op *r;
+    int64_t t0, n, h, hv; /* the next chunk: n tokens from t0, q/k head h, value head hv */
+    int spread;
+    int64_t per_token; /* rows a token: q, k, v and (spread) o */
+    int64_t next;      /* rows fetched so far, of per_token n: token next / per_token's, in that order */
+} chunk_fetch;
+
+/* The next `count` rows of the next chunk, or all that are left. */
+static inline void fetch_rows(chunk_fetch *f, int64_t count)
+{
+    const lacs_cpu_recurrent_op *r = f->r;
+    for (; count > 0 && f->next < f->per_token * f->n; count--, f->next++) {
+        const int64_t t = f->t0 + f->next / f->per_token;
+        switch (f->next % f->per_token) {
+        case 0:
+            prefetch_row(r->q, (t * r->H + f->h) * r->K, r->K);
+            break;
+        case 1:
+            prefetch_row(r->k, (t * r->H + f->h) * r->K, r->K);
+            break;
+        case 2:
+            prefetch_row(r->v, (t * r->HV + f->hv) * r->V, r->V);
+            break;
+        default: /* o (F32; prefetchw instead: the same time) */
+            prefetch_row(r->o, (t * r->HV + f->hv) * r->V, r->V);
+        }
+    }
+}
+
+/* Rows fetched (spread) after a product of the chunk's n rows by 32 of its
+ * columns (the state's, of K rows, counted the same): 6 spreads a chunk's
+ * 4 x 32 rows over its products, 22 such under avx512. 3 rows, or 10, cost
+ * the bf16 tier's T = 4096 6-7 % and 2-3 %. */
+#define FETCH_ROWS_PER_32_COLUMNS 6
+
+/* After a product of `columns` columns: its share of the rows, where they are spread. */
+static inline void fetch_after_product(chunk_fetch *f, int64_t columns)
+{
+    if (f->spread)
+        fetch_rows(f, (columns * FETCH_ROWS_PER_32_COLUMNS + 31) / 32);
+}
+
 /* y[0 .. n-1] = a x (vectors). */
 static inline void scale_row(int64_t n, float a, const float *x, float *y)
 {
@@ -259,11 +313,13 @@ static void round_pack_panels(int64_t k, int64_t n, const float *B, int64_t ldb,
 /* C (+)= A B, A [m x k] bf16 (lda), B packed by round_pack_panels: one bgemm per panel. flags: A_LOWER or
  * none (C_LOWER reads the column, which a panel's product would count from the panel's first). */
 static void panel_product(const lacs_cpu_gemm *gemm, int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda,
-                          const uint16_t *Bp, float *C, int64_t ldc, float beta, unsigned flags)
+                          const uint16_t *Bp, float *C, int64_t ldc, float beta, unsigned flags, chunk_fetch *f)
 {
     const int64_t k_even = (k + 1) / 2 * 2, nr = gemm->nr;
-    for (int64_t j0 = 0; j0 < n; j0 += nr)
+    for (int64_t j0 = 0; j0 < n; j0 += nr) {
         gemm->bgemm_general(m, n - j0 < nr ? n - j0 : nr, k, A, lda, Bp + j0 * k_even, C + j0, ldc, beta, flags);
+        fetch_after_product(f, n - j0 < nr ? n - j0 : nr);
+    }
 }
 
 /* k's rows [n x K] (rounded: k16) packed as B = k^T [K x n] for bgemm: the
@@ -282,10 +338,10 @@ static void pack_transposed(int64_t n, int64_t K, const uint16_t *k16, uint16_t 
  * fp32 accumulation. */
 static void bf16_product(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t m, int64_t n,
                          int64_t k, const float *A, int64_t lda, const uint16_t *Bp, float *C, int64_t ldc,
-                         float beta, unsigned flags)
+                         float beta, unsigned flags, chunk_fetch *f)
 {
     round_rows(m, k, A, lda, w->a16);
-    panel_product(r->call->gemm, m, n, k, w->a16, k, Bp, C, ldc, beta, flags);
+    panel_product(r->call->gemm, m, n, k, w->a16, k, Bp, C, ldc, beta, flags, f);
 }
 
 #endif
@@ -385,15 +441,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     }
     /* the q/k heads of this chunk and of the next, divided once (two 64-bit divisions a row were in this loop) */
     const int64_t h = hv / (r->HV / r->H), h_ahead = ahead->hv / (r->HV / r->H);
+    chunk_fetch fetch = {r, ahead->t0, ahead->n, h_ahead, ahead->hv, r->call->amd, r->call->amd ? 4 : 3, 0};
+    chunk_fetch *const f = &fetch;
     for (int64_t i = 0; i < n; i++) {
-        /* the next chunk's row i, fetched while this one is computed (a row at a time, among other work): a
-         * head's rows are H K or HV V elements apart, a stride the hardware prefetchers do not follow */
-        if (i < ahead->n) {
-            const int64_t t = ahead->t0 + i;
-            prefetch_row(r->q, (t * r->H + h_ahead) * K, K);
-            prefetch_row(r->k, (t * r->H + h_ahead) * K, K);
-            prefetch_row(r->v, (t * r->HV + ahead->hv) * V, V);
-        }
+        if (!f->spread)
+            fetch_rows(f, f->per_token); /* the next chunk's token i */
         if (channel) {
             exp_row(K, Gr + i * K, Kd + i * K);
             multiply_rows(K, Kd + i * K, k + i * ldk, Kd + i * K);
@@ -438,7 +490,9 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         if (bf16) {
             if (correct) /* k and q rounded by the scaling above */
                 gemm->bgemm_general(n, n, K, w->kq16, K, w->k16, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+            fetch_after_product(f, n);
             gemm->bgemm_general(n, n, K, w->kq16 + n * K, K, w->k16, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+            fetch_after_product(f, n);
         } else
 #endif
         {
@@ -451,7 +505,9 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             }
             if (correct)
                 gemm->sgemm_packed(n, n, K, k, ldk, kt_packed, KK, n, 0.0f, LACS_GEMM_C_LOWER);
+            fetch_after_product(f, n);
             gemm->sgemm_packed(n, n, K, q, ldq, kt_packed, QK, n, 0.0f, LACS_GEMM_C_LOWER);
+            fetch_after_product(f, n);
         }
         /* whole rows, each element formed in registers and stored once, 0 past the triangle (selected: what
          * the product left above its diagonal is never used): a row built in place in three passes of
@@ -494,14 +550,16 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) {
         if (correct)
-            panel_product(gemm, n, V, K, w->kqd16, K, w->s16, KS, V, 0.0f, 0);
-        panel_product(gemm, n, V, K, w->kqd16 + n * K, K, w->s16, O, ldo, 0.0f, 0);
+            panel_product(gemm, n, V, K, w->kqd16, K, w->s16, KS, V, 0.0f, 0, f);
+        panel_product(gemm, n, V, K, w->kqd16 + n * K, K, w->s16, O, ldo, 0.0f, 0, f);
     } else
 #endif
     {
         if (correct)
             gemm->sgemm_packed(n, V, K, Kd, K, w->S, KS, V, 0.0f, 0);
+        fetch_after_product(f, V);
         gemm->sgemm_packed(n, V, K, Qd, K, w->S, O, ldo, 0.0f, 0);
+        fetch_after_product(f, V);
     }
 
     /* V' = (I + A)^{-1} (b (.) v - Kd S); v itself for the linear family */
@@ -537,7 +595,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 #ifdef SIMD_BF16_PRODUCTS
         if (bf16) {
             round_pack_panels(n, V, w->U, V, nr, w->b16);
-            bf16_product(r, w, n, V, n, w->Tinv, n, w->b16, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER);
+            bf16_product(r, w, n, V, n, w->Tinv, n, w->b16, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER, f);
             vnew = w->Vp;
             ld_vnew = V;
         } else
@@ -546,8 +604,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             /* V' written panel by panel in the packed layout itself (C = the panel, ldc = nr; its padding
              * T 0 = 0), for P V' and the state's update: no pack of U, none of V' */
             for (int64_t j0 = 0; j0 < V; j0 += nr)
+            {
                 gemm->sgemm_packed(n, nr, n, w->Tinv, n, U + j0 * n, w->Vp_packed + j0 * n, nr, 0.0f,
                                    LACS_GEMM_A_LOWER);
+                fetch_after_product(f, nr);
+            }
             vnew = NULL; /* packed already */
         }
     }
@@ -556,13 +617,14 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) {
         round_pack_panels(n, V, vnew, ld_vnew, gemm->nr, w->b16);
-        bf16_product(r, w, n, V, n, w->P, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
+        bf16_product(r, w, n, V, n, w->P, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER, f);
     } else
 #endif
     {
         if (vnew) /* v itself (the linear family) */
             gemm->pack_b(n, V, vnew, ld_vnew, 0, w->Vp_packed);
         gemm->sgemm_packed(n, V, n, w->P, n, w->Vp_packed, O, ldo, 1.0f, LACS_GEMM_A_LOWER);
+        fetch_after_product(f, V);
     }
     if (r->postnorm)
         for (int64_t i = 0; i < n; i++)
@@ -614,13 +676,17 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     }
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) { /* Kl^T rounded; V' packed above */
-        bf16_product(r, w, K, V, n, w->KlT, n, w->b16, w->S, V, state_decay, 0);
+        bf16_product(r, w, K, V, n, w->KlT, n, w->b16, w->S, V, state_decay, 0, f);
+        fetch_rows(f, f->per_token * n); /* what is left (at once; spread: the paths with fewer products) */
         return;
     }
 #endif
-    for (int64_t j0 = 0; j0 < V; j0 += nr) /* S's panels, each from the panel of V' packed above */
+    for (int64_t j0 = 0; j0 < V; j0 += nr) { /* S's panels, each from the panel of V' packed above */
         gemm->sgemm_packed(K, V - j0 < nr ? V - j0 : nr, n, w->KlT, n, w->Vp_packed + j0 * n, w->S + j0 * K, nr,
                            state_decay, 0);
+        fetch_after_product(f, V - j0 < nr ? V - j0 : nr);
+    }
+    fetch_rows(f, f->per_token * n); /* what is left (at once; spread: the paths with fewer products) */
 }
 
 /* ---- the recurrent step (decoding) ---- */
