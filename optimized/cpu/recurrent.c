@@ -36,13 +36,13 @@ void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
     memset(w, 0, sizeof *w);
 }
 
-int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, const lacs_cpu_gemm *gemm,
-                                       int state_packed)
+int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V,
+                                       const lacs_cpu_gemm *gemm)
 {
     const size_t C = LACS_CPU_CHUNK, k = (size_t)K, v = (size_t)V;
     const size_t k_even = (k + 1) / 2 * 2, c_even = (C + 1) / 2 * 2;
     memset(w, 0, sizeof *w);
-    w->state_floats = state_packed ? (int64_t)gemm->packed_b_size(K, V) : K * V;
+    w->state_floats = (int64_t)gemm->packed_b_size(K, V);
     w->states = lacs_cpu_scratch_alloc(LACS_CPU_HEAD_GROUP * (size_t)w->state_floats * sizeof(float));
     w->S = w->states;
     w->Vp_packed = malloc(gemm->packed_b_size(LACS_CPU_CHUNK, V) * sizeof(float));
@@ -126,17 +126,13 @@ static int run_token(const lacs_cpu_recurrent_op *r, const lacs_cpu_recurrent_ke
     return 0;
 }
 
-/* A head's state S from h0's K x V elements at `offset` (zeros without h0): row-major, or packed
- * (r->state_packed: the GEMM table's layout, panels of nr columns, 0 past V), a row at a time through w->v. */
+/* A head's state S from h0's K x V elements at `offset` (zeros without h0), packed (the GEMM table's layout, panels
+ * of nr columns, 0 past V), a row at a time through w->v. */
 static void state_from_h0(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, float *S, int64_t offset)
 {
     const int64_t K = r->K, V = r->V, nr = r->call->gemm->nr;
     if (!r->h0) {
         memset(S, 0, (size_t)w->state_floats * sizeof *S);
-        return;
-    }
-    if (!r->state_packed) {
-        lacs_cpu_tensor_row(r->h0, offset, K * V, S);
         return;
     }
     memset(S, 0, (size_t)w->state_floats * sizeof *S);
@@ -151,10 +147,6 @@ static void state_from_h0(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_wor
 static void state_to_ht(const lacs_cpu_recurrent_op *r, const float *S, float *ht_head)
 {
     const int64_t K = r->K, V = r->V, nr = r->call->gemm->nr;
-    if (!r->state_packed) {
-        memcpy(ht_head, S, (size_t)(K * V) * sizeof *S);
-        return;
-    }
     for (int64_t c = 0; c < K; c++)
         for (int64_t j0 = 0; j0 < V; j0 += nr)
             memcpy(ht_head + c * V + j0, S + j0 * K + c * nr, (size_t)(V - j0 < nr ? V - j0 : nr) * sizeof *S);
@@ -240,7 +232,6 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
      * choose_bf16_products); elsewhere the bf16 tier widens its inputs and runs the fp32 algorithm
      * (recurrent_kernels.h) */
     r.bf16_products = c->bf16 && c->bf16_native_products;
-    r.state_packed = !r.bf16_products;
 
     if (strcmp(op, "linear_attn_postnorm") == 0)
         r.postnorm = 1;
@@ -300,7 +291,7 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
         return lacs_cpu_error(LACS_ERR_MEMORY, op, "out of memory for %d workspaces", threads);
     int rc = LACS_OK;
     for (int t = 0; t < threads && rc == LACS_OK; t++)
-        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V, c->gemm, r.state_packed);
+        rc = lacs_cpu_recurrent_workspace_alloc(&workspaces[t], r.K, r.V, c->gemm);
     if (rc == LACS_OK) {
         recurrent_job job = {.r = &r, .kernels = kernels_for(c->isa), .workspaces = workspaces, .group = group,
                              .groups = groups};

@@ -22,7 +22,6 @@ typedef struct {
     int comba;                 /* the correction reads the un-decayed state (H8 second form) */
     int postnorm;              /* H3: RMSNorm of each output row */
     int bf16_products;         /* the bf16 tier with bf16 operands in the products (AVX512-BF16) */
-    int state_packed;          /* the state kept in the GEMM table's packed layout (all but bf16_products) */
     double scale, eps;
     const lacs_tensor *q, *k, *v, *beta, *g, *h0;
     lacs_tensor *o, *ht;
@@ -31,8 +30,8 @@ typedef struct {
 /* One thread's workspace: O(C (K + V) + C^2 + LACS_CPU_HEAD_GROUP K V) floats
  * (C = LACS_CPU_CHUNK), nothing that grows with T. */
 typedef struct {
-    float *S;                  /* K x V: the state of the head the chunk computes (one of `states`): row-major, or
-                                * packed (state_packed: the GEMM table's layout, panels of nr columns) */
+    float *S;                  /* K x V: the state of the head the chunk computes (one of `states`), packed: the
+                                * GEMM table's layout, panels of nr columns */
     float *states;             /* LACS_CPU_HEAD_GROUP states of state_floats each: the states of a task's heads */
     int64_t state_floats;      /* the floats of one state: K V, or the GEMM table's packed_b_size(K, V) */
     float *Vp_packed;          /* C x V: V' packed (the GEMM table's pack_b) for its two products */
@@ -53,9 +52,9 @@ typedef struct {
     uint16_t *kq16, *kqd16;    /* 2C x K bf16: the chunk's rows of k then q, and [Kd; Qd], rounded */
 } lacs_cpu_recurrent_workspace;
 
-/* For the GEMM table `gemm`, with the state packed or row-major. */
-int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V, const lacs_cpu_gemm *gemm,
-                                       int state_packed);
+/* For the GEMM table `gemm` (whose layout the states take). */
+int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t K, int64_t V,
+                                       const lacs_cpu_gemm *gemm);
 void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w);
 
 /* The floats of the recurrent step's scratch: k, q, e (.) q, e (.) k and e [K each]; v and the output [V each]. */

@@ -23,7 +23,8 @@
  * chunk to chunk in the GEMM table's packed layout (panels of nr columns,
  * cpu.h), where the two products read it as their right operand and the
  * last writes it panel by panel: no packing per chunk (4-5 % of the chunk's
- * time). The bf16 products keep it row-major (they round it per chunk).
+ * time). The bf16 products read it so too: they round it per chunk, panel by
+ * panel (round_pack_state).
  * Every exponent
  * is G_i - G_j (i >= j), G_i or G_last - G_j: <= 0 for decays g <= 0, so
  * nothing overflows however strong the decay.
@@ -310,6 +311,17 @@ static void round_pack_panels(int64_t k, int64_t n, const float *B, int64_t ldb,
         round_pack(k, n - j0 < nr ? n - j0 : nr, B + j0, ldb, Bp + j0 * k_even);
 }
 
+/* The state S (K x V, packed: panels of nr columns, K rows of nr floats each) rounded and packed for bgemm as
+ * round_pack_panels(K, V, S row-major, ...) would: each panel a bgemm operand of its own. The bf16 products had
+ * kept S row-major; packed, as fp32 keeps it, there is one layout, and the update's tiles are contiguous rows
+ * (the bf16 tier 0.98-1.00 times the time, README.md section 2). */
+static void round_pack_state(int64_t K, int64_t V, const float *S, int64_t nr, uint16_t *Sp)
+{
+    const int64_t K_even = (K + 1) / 2 * 2;
+    for (int64_t j0 = 0; j0 < V; j0 += nr)
+        round_pack(K, V - j0 < nr ? V - j0 : nr, S + j0 * K, nr, Sp + j0 * K_even);
+}
+
 /* C (+)= A B, A [m x k] bf16 (lda), B packed by round_pack_panels: one bgemm per panel. flags: A_LOWER or
  * none (C_LOWER reads the column, which a panel's product would count from the panel's first). */
 static void panel_product(const lacs_cpu_gemm *gemm, int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda,
@@ -477,7 +489,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             round_rows(2 * n, K, w->KQd, K, w->kqd16); /* [Kd; Qd], formed in fp32 per channel above */
         else
             pack_transposed(n, K, w->kq16, w->k16);
-        round_pack_panels(K, V, w->S, V, gemm->nr, w->s16);
+        round_pack_state(K, V, w->S, gemm->nr, w->s16);
     }
 #endif
 
@@ -662,21 +674,21 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     if (channel) {
         float *row_decay = w->D; /* free by now: exp(G_last) per channel */
         exp_row(K, Glast, row_decay);
-#ifdef SIMD_BF16_PRODUCTS
-        if (bf16)
-            for (int64_t c = 0; c < K; c++)
-                scale_row(V, row_decay[c], w->S + c * V, w->S + c * V);
-        else
-#endif
-            for (int64_t j0 = 0; j0 < V; j0 += nr) /* row c of each panel (its padding: 0 stays 0) */
-                for (int64_t c = 0; c < K; c++) {
-                    float *row = w->S + j0 * K + c * nr;
-                    scale_row(nr, row_decay[c], row, row);
-                }
+        for (int64_t j0 = 0; j0 < V; j0 += nr) /* row c of each panel (its padding: 0 stays 0) */
+            for (int64_t c = 0; c < K; c++) {
+                float *row = w->S + j0 * K + c * nr;
+                scale_row(nr, row_decay[c], row, row);
+            }
     }
 #ifdef SIMD_BF16_PRODUCTS
-    if (bf16) { /* Kl^T rounded; V' packed above */
-        bf16_product(r, w, K, V, n, w->KlT, n, w->b16, w->S, V, state_decay, 0, f);
+    if (bf16) { /* Kl^T rounded; V' packed above; S's panels (C = the panel, ldc = nr) */
+        round_rows(K, n, w->KlT, n, w->a16);
+        for (int64_t j0 = 0; j0 < V; j0 += nr) {
+            const int64_t cols = V - j0 < nr ? V - j0 : nr;
+            gemm->bgemm_general(K, cols, n, w->a16, n, w->b16 + j0 * ((n + 1) / 2 * 2), w->S + j0 * K, nr,
+                                state_decay, 0);
+            fetch_after_product(f, cols);
+        }
         fetch_rows(f, f->per_token * n); /* what is left (at once; spread: the paths with fewer products) */
         return;
     }
