@@ -314,7 +314,7 @@ static void round_pack_panels(int64_t k, int64_t n, const float *B, int64_t ldb,
 /* The state S (K x V, packed: panels of nr columns, K rows of nr floats each) rounded and packed for bgemm as
  * round_pack_panels(K, V, S row-major, ...) would: each panel a bgemm operand of its own. The bf16 products had
  * kept S row-major; packed, as fp32 keeps it, there is one layout, and the update's tiles are contiguous rows
- * (the bf16 tier 0.98-1.00 times the time, README.md section 2). */
+ * (the bf16 tier 0.97-0.99 times the time, README.md section 2). */
 static void round_pack_state(int64_t K, int64_t V, const float *S, int64_t nr, uint16_t *Sp)
 {
     const int64_t K_even = (K + 1) / 2 * 2;
@@ -615,8 +615,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         {
             /* V' written panel by panel in the packed layout itself (C = the panel, ldc = nr; its padding
              * T 0 = 0), for P V' and the state's update: no pack of U, none of V' */
-            for (int64_t j0 = 0; j0 < V; j0 += nr)
-            {
+            for (int64_t j0 = 0; j0 < V; j0 += nr) {
                 gemm->sgemm_packed(n, nr, n, w->Tinv, n, U + j0 * n, w->Vp_packed + j0 * n, nr, 0.0f,
                                    LACS_GEMM_A_LOWER);
                 fetch_after_product(f, nr);
