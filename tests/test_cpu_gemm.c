@@ -320,7 +320,8 @@ typedef void (*bgemm_general_fn)(int64_t m, int64_t n, int64_t k, const uint16_t
  * C = op(A) op(B) + beta C0 checked against the exact value within the bound
  * (beta C0 is one more rounding, in the bound's k + 1), on the lower
  * triangle only for C_LOWER; C's padding must keep its sentinel. sgemm
- * (bgemm NULL) or bgemm (the LOWER flags only). Returns the worst ratio. */
+ * (bgemm NULL) or bgemm (the LOWER flags and A_TRANSPOSED: A^T packed as a B
+ * is). Returns the worst ratio. */
 static double run_general(const shape *s, float beta, unsigned flags, uint64_t seed, sgemm_general_fn sgemm,
                           bgemm_general_fn bgemm)
 {
@@ -347,7 +348,19 @@ static double run_general(const shape *s, float beta, unsigned flags, uint64_t s
             A[i] = lacs_cpu_bf16_to_f32(A16[i]);
         for (int64_t i = 0; i < k * ldb; i++)
             B[i] = lacs_cpu_bf16_to_f32(B16[i]);
-        bgemm(m, n, k, A16, lda, Bp, C, ldc, beta, flags);
+        if (flags & LACS_GEMM_A_TRANSPOSED) { /* A^T [k x m] packed as a B is: lda 2 m */
+            uint16_t *At16 = malloc((size_t)(k * m) * sizeof *At16);
+            uint16_t *Ap = malloc((lacs_cpu_packed_bf16_size(k, m) + 1) * sizeof *Ap);
+            cr_assert(At16 != NULL && Ap != NULL);
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t p = 0; p < k; p++)
+                    At16[p * m + i] = A16[i * lda + p];
+            lacs_cpu_pack_bf16(k, m, At16, m, Ap);
+            bgemm(m, n, k, Ap, 2 * m, Bp, C, ldc, beta, flags);
+            free(At16);
+            free(Ap);
+        } else
+            bgemm(m, n, k, A16, lda, Bp, C, ldc, beta, flags);
         free(A16);
         free(B16);
         free(Bp);
@@ -410,7 +423,8 @@ Test(cpu_gemm, general_forms_within_bound)
                                            LACS_GEMM_B_LOWER | LACS_GEMM_B_TRANSPOSED,
                                            LACS_GEMM_B_LOWER | LACS_GEMM_A_LOWER | LACS_GEMM_C_LOWER,
                                            LACS_GEMM_B_LOWER | LACS_GEMM_A_TRANSPOSED};
-    static const unsigned bgemm_flags[] = {0, LACS_GEMM_A_LOWER, LACS_GEMM_C_LOWER};
+    static const unsigned bgemm_flags[] = {0, LACS_GEMM_A_LOWER, LACS_GEMM_C_LOWER, LACS_GEMM_A_TRANSPOSED,
+                                           LACS_GEMM_A_TRANSPOSED | LACS_GEMM_C_LOWER};
     /* square and non-square shapes, tiles cut by m and n, k past the blocks (and, for B_LOWER, panels whose
      * first block of k is all zero: n past it) */
     static const shape general_shapes[] = {{64, 64, 64}, {32, 128, 32}, {128, 128, 32}, {65, 47, 65},
@@ -507,6 +521,13 @@ static void sgemm_general_ignores_transpose(int64_t m, int64_t n, int64_t k, con
     lacs_cpu_gemm_scalar.sgemm_general(m, n, k, A, lda, B, ldb, C, ldc, beta, flags & ~LACS_GEMM_A_TRANSPOSED);
 }
 
+/* bgemm reading a packed A^T as if it were A row-major. */
+static void bgemm_general_ignores_transpose(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda,
+                                            const uint16_t *Bp, float *C, int64_t ldc, float beta, unsigned flags)
+{
+    lacs_cpu_gemm_scalar.bgemm_general(m, n, k, A, lda, Bp, C, ldc, beta, flags & ~LACS_GEMM_A_TRANSPOSED);
+}
+
 Test(cpu_gemm, wrong_general_forms_are_rejected)
 {
     const shape square = {32, 32, 32};
@@ -516,6 +537,11 @@ Test(cpu_gemm, wrong_general_forms_are_rejected)
         run_general(&square, 0.75f, LACS_GEMM_A_TRANSPOSED, 9, sgemm_general_ignores_transpose, NULL);
     cr_expect(ignores_beta > 1, "a general sgemm that ignores beta passes: error / bound = %g", ignores_beta);
     cr_expect(ignores_transpose > 1, "a general sgemm that ignores A^T passes: error / bound = %g", ignores_transpose);
+    cr_assert(run_general(&square, 0.75f, LACS_GEMM_A_TRANSPOSED, 9, NULL, lacs_cpu_gemm_scalar.bgemm_general) <= 1);
+    const double bgemm_ignores_transpose =
+        run_general(&square, 0.75f, LACS_GEMM_A_TRANSPOSED, 9, NULL, bgemm_general_ignores_transpose);
+    cr_expect(bgemm_ignores_transpose > 1, "a general bgemm that ignores A^T passes: error / bound = %g",
+              bgemm_ignores_transpose);
 }
 
 /* ---- wrong kernels, which the same bound must reject ---- */

@@ -20,7 +20,9 @@ typedef enum { LACS_ISA_SCALAR = 0, LACS_ISA_AVX2 = 1, LACS_ISA_AVX512 = 2 } lac
 
 /* Options of the general products (gemm_frame.h). */
 enum {
-    LACS_GEMM_A_TRANSPOSED = 1, /* sgemm: op(A) = A^T, A given as [k x m] (lda) */
+    LACS_GEMM_A_TRANSPOSED = 1, /* sgemm: op(A) = A^T, A given as [k x m] (lda); bgemm: A^T [k x m] given packed as
+                                 * lacs_cpu_pack_bf16 packs a B (k rounded up to even; lda: uint16 from one pair of
+                                 * rows to the next), so that the pair (op(A)[i][2q], op(A)[i][2q+1]) is adjacent */
     LACS_GEMM_B_TRANSPOSED = 2, /* sgemm: op(B) = B^T, B given as [n x k] (ldb) */
     LACS_GEMM_A_LOWER = 4,      /* op(A)[i][p] = 0 for p > i (stored as 0): the frame may skip those products */
     LACS_GEMM_C_LOWER = 8,      /* only C[i][j], j <= i, is wanted: some of the others may be left as they were */
@@ -39,7 +41,7 @@ typedef struct {
     void (*bgemm)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp, float *C,
                   int64_t ldc, int accumulate);
     /* The general forms: C = op(A) op(B) + beta C (beta = 0 reads nothing of
-     * C), with the LACS_GEMM_* flags (bgemm: A_LOWER and C_LOWER only). */
+     * C), with the LACS_GEMM_* flags (bgemm: A_TRANSPOSED, A_LOWER and C_LOWER only). */
     void (*sgemm_general)(int64_t m, int64_t n, int64_t k, const float *A, int64_t lda, const float *B, int64_t ldb,
                           float *C, int64_t ldc, float beta, unsigned flags);
     void (*bgemm_general)(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,

@@ -73,29 +73,49 @@ static inline __attribute__((always_inline)) void gemm_micro_f32(int rows, int64
             _mm512_storeu_ps(C + r * ldc + 16 * v, acc[r][v]);
 }
 
-static inline __attribute__((always_inline)) void gemm_micro_bf16(int rows, int64_t pairs, const uint16_t *A, int64_t lda,
-                                                                   const uint16_t *B, int64_t ldb, float *C,
-                                                                   int64_t ldc, float beta)
+/* The bf16 tile over `vectors` (1 or 2, a constant where inlined) vectors of 16 columns. */
+static inline __attribute__((always_inline)) void gemm_micro_bf16_vectors(int rows, int vectors, int64_t pairs,
+                                                                           const uint16_t *A, int64_t lda,
+                                                                           int64_t a_pair, const uint16_t *B,
+                                                                           int64_t ldb, float *C, int64_t ldc,
+                                                                           float beta)
 {
     __m512 acc[GEMM_MR][2];
     for (int r = 0; r < rows; r++)
-        for (int v = 0; v < 2; v++)
+        for (int v = 0; v < vectors; v++)
             acc[r][v] = beta == 0.0f ? _mm512_setzero_ps() : beta == 1.0f ? _mm512_loadu_ps(C + r * ldc + 16 * v) : _mm512_mul_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(C + r * ldc + 16 * v));
     int64_t q = 0;
     do { /* pairs >= 1 */
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(B + q * ldb);
-        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(B + q * ldb + 32);
+        __m512bh b[2];
+        for (int v = 0; v < vectors; v++)
+            b[v] = (__m512bh)_mm512_loadu_si512(B + q * ldb + 32 * v);
         for (int r = 0; r < rows; r++) {
             uint32_t pair;
-            memcpy(&pair, A + r * lda + 2 * q, sizeof pair);
+            memcpy(&pair, A + r * lda + q * a_pair, sizeof pair);
             const __m512bh a = (__m512bh)_mm512_set1_epi32((int)pair);
-            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], a, b0);
-            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], a, b1);
+            for (int v = 0; v < vectors; v++)
+                acc[r][v] = _mm512_dpbf16_ps(acc[r][v], a, b[v]);
         }
     } while (++q < pairs);
     for (int r = 0; r < rows; r++)
-        for (int v = 0; v < 2; v++)
+        for (int v = 0; v < vectors; v++)
             _mm512_storeu_ps(C + r * ldc + 16 * v, acc[r][v]);
+}
+
+static inline __attribute__((always_inline)) void gemm_micro_bf16(int rows, int64_t pairs, const uint16_t *A,
+                                                                   int64_t lda, int64_t a_pair, const uint16_t *B,
+                                                                   int64_t ldb, float *C, int64_t ldc, float beta)
+{
+    gemm_micro_bf16_vectors(rows, 2, pairs, A, lda, a_pair, B, ldb, C, ldc, beta);
+}
+
+/* The left half of the tile (GEMM_BF16_HALF): columns 0 .. 15. */
+#define GEMM_BF16_HALF 1
+static inline __attribute__((always_inline)) void gemm_micro_bf16_half(int rows, int64_t pairs, const uint16_t *A,
+                                                                        int64_t lda, int64_t a_pair, const uint16_t *B,
+                                                                        int64_t ldb, float *C, int64_t ldc, float beta)
+{
+    gemm_micro_bf16_vectors(rows, 1, pairs, A, lda, a_pair, B, ldb, C, ldc, beta);
 }
 
 #include "gemm_frame.h"

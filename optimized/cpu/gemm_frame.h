@@ -23,10 +23,13 @@
  *       Always inlined: the frame calls it with each row count as a
  *       constant (frame_micro_*), so that its accumulators stay in
  *       registers.
- *   gemm_micro_bf16(rows, pairs, A, lda, B, ldb, C, ldc, beta)   (GEMM_BF16_NATIVE)
- *       the same over `pairs` pairs of k: A bf16 rows of 2 pairs elements,
- *       B pairs of rows interleaved (the layout of lacs_cpu_pack_bf16, ldb
- *       uint16 from one pair to the next).
+ *   gemm_micro_bf16(rows, pairs, A, lda, a_pair, B, ldb, C, ldc, beta)   (GEMM_BF16_NATIVE)
+ *       the same over `pairs` pairs of k: A bf16, the pair q of row r at
+ *       A + r lda + q a_pair (row-major: a_pair = 2; A packed as a B, for
+ *       bgemm's A_TRANSPOSED: lda = 2), B pairs of rows interleaved (the
+ *       layout of lacs_cpu_pack_bf16, ldb uint16 from one pair to the next).
+ *   gemm_micro_bf16_half(...)   (GEMM_BF16_HALF, optional)
+ *       the same for the tile's first GEMM_NR / 2 columns only.
  *
  * The frame (the loops of BLIS's gemm, without its outer cache blocks: the
  * products here have m, n <= a few hundred):
@@ -46,7 +49,8 @@
  * handed to sgemm_packed, which then packs nothing (BLIS's packed B reuse).
  *
  * Options (flags, cpu.h): op(A) = A^T or op(B) = B^T read transposed by the
- * packing; LACS_GEMM_A_LOWER (op(A) is lower triangular: the products of its
+ * packing (bgemm's A^T: given packed as a B, read in place by the
+ * microkernel's pair stride); LACS_GEMM_A_LOWER (op(A) is lower triangular: the products of its
  * zero upper part are skipped, tile by tile), LACS_GEMM_B_LOWER (sgemm: op(B)
  * is lower triangular, so a panel from column j0 on needs its rows from j0
  * on only: the k of each of its tiles starts there) and LACS_GEMM_C_LOWER
@@ -312,10 +316,10 @@ static void frame_sgemm_packed(int64_t m, int64_t n, int64_t k, const float *A, 
 
 #if GEMM_BF16_NATIVE
 
-static void frame_micro_bf16(int64_t rows, int64_t pairs, const uint16_t *A, int64_t lda, const uint16_t *B,
-                             int64_t ldb, float *C, int64_t ldc, float beta)
+static void frame_micro_bf16(int64_t rows, int64_t pairs, const uint16_t *A, int64_t lda, int64_t a_pair,
+                             const uint16_t *B, int64_t ldb, float *C, int64_t ldc, float beta)
 {
-    FRAME_ROWS_SWITCH(gemm_micro_bf16, rows, pairs, A, lda, B, ldb, C, ldc, beta)
+    FRAME_ROWS_SWITCH(gemm_micro_bf16, rows, pairs, A, lda, a_pair, B, ldb, C, ldc, beta)
 }
 
 /* Pairs q0 .. q0 + pairs - 1 of the packed B, columns j0 .. j0 + cols - 1, into
@@ -351,25 +355,42 @@ static void frame_pack_a_bf16(const uint16_t *A, int64_t lda, int64_t k, int64_t
 
 /* A tile of fewer than GEMM_NR columns, through a buffer. */
 static void frame_edge_tile_bf16(int64_t rows, int64_t cols, int64_t pairs, const uint16_t *A, int64_t lda,
-                                 const uint16_t *B, int64_t ldb, float *C, int64_t ldc, float beta)
+                                 int64_t a_pair, const uint16_t *B, int64_t ldb, float *C, int64_t ldc, float beta)
 {
     float buffer[GEMM_MR * GEMM_NR];
     frame_edge_load(C, ldc, rows, cols, beta, buffer);
-    frame_micro_bf16(rows, pairs, A, lda, B, ldb, buffer, GEMM_NR, beta);
+    frame_micro_bf16(rows, pairs, A, lda, a_pair, B, ldb, buffer, GEMM_NR, beta);
     frame_edge_store(buffer, rows, cols, C, ldc);
 }
 
 /* Inlined into the loop of tiles: as a call of its own (GCC 12 did not inline it), its entry and exit, which
  * set up the edge's buffer, cost a tile of the bf16 tier's k = 32 products (the chunk's) a third of its
  * multiply-adds' time (2 % of the bf16 tier's time under avx512 on the EPYC of README.md section 8.2.13). */
-static inline __attribute__((always_inline)) void frame_tile_bf16(int64_t rows, int64_t cols, int64_t pairs,
-                                                                  const uint16_t *A, int64_t lda, const uint16_t *B,
-                                                                  int64_t ldb, float *C, int64_t ldc, float beta)
+#if GEMM_BF16_HALF
+static void frame_micro_bf16_half(int64_t rows, int64_t pairs, const uint16_t *A, int64_t lda, int64_t a_pair,
+                                  const uint16_t *B, int64_t ldb, float *C, int64_t ldc, float beta)
 {
+    FRAME_ROWS_SWITCH(gemm_micro_bf16_half, rows, pairs, A, lda, a_pair, B, ldb, C, ldc, beta)
+}
+#endif
+
+static inline __attribute__((always_inline)) void frame_tile_bf16(int64_t rows, int64_t cols, int64_t pairs,
+                                                                  const uint16_t *A, int64_t lda, int64_t a_pair,
+                                                                  const uint16_t *B, int64_t ldb, float *C,
+                                                                  int64_t ldc, float beta, int half)
+{
+#if GEMM_BF16_HALF
+    if (half) {
+        frame_micro_bf16_half(rows, pairs, A, lda, a_pair, B, ldb, C, ldc, beta);
+        return;
+    }
+#else
+    (void)half;
+#endif
     if (cols == GEMM_NR)
-        frame_micro_bf16(rows, pairs, A, lda, B, ldb, C, ldc, beta);
+        frame_micro_bf16(rows, pairs, A, lda, a_pair, B, ldb, C, ldc, beta);
     else
-        frame_edge_tile_bf16(rows, cols, pairs, A, lda, B, ldb, C, ldc, beta);
+        frame_edge_tile_bf16(rows, cols, pairs, A, lda, a_pair, B, ldb, C, ldc, beta);
 }
 
 static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,
@@ -382,6 +403,7 @@ static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int6
         return;
     }
     const int64_t all_pairs = (k + 1) / 2;
+    const int transposed = (flags & LACS_GEMM_A_TRANSPOSED) != 0;
     uint16_t panel[GEMM_KC * 2 * GEMM_NR];
     uint16_t a_tile[GEMM_MR * 2 * GEMM_KC];
     for (int64_t q0 = 0; q0 < all_pairs; q0 += GEMM_KC) {
@@ -409,14 +431,18 @@ static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int6
                         frame_scale_c(rows, cols, c, ldc, beta);
                     continue;
                 }
-                const uint16_t *a = A + i0 * lda + p0;
-                int64_t a_ld = lda;
-                if (p0 + 2 * tile_pairs > k) { /* the half pair (A[i][k-1], 0): never read past the row */
+                /* A's pair q of row i: A + i lda + 2 q, or packed (A_TRANSPOSED) A + q lda + 2 i, whose half
+                 * pair of an odd k is stored as (A[i][k-1], 0) */
+                const uint16_t *a = transposed ? A + q0 * lda + 2 * i0 : A + i0 * lda + p0;
+                int64_t a_ld = transposed ? 2 : lda, a_pair = transposed ? lda : 2;
+                if (!transposed && p0 + 2 * tile_pairs > k) { /* the half pair (A[i][k-1], 0): not past the row */
                     frame_pack_a_bf16(A, lda, k, i0, rows, p0, tile_pairs, a_tile);
                     a = a_tile;
                     a_ld = 2 * tile_pairs;
                 }
-                frame_tile_bf16(rows, cols, tile_pairs, a, a_ld, b, b_ld, c, ldc, block_beta);
+                /* C_LOWER: a tile whose right half lies above the diagonal takes its left half only */
+                const int half = (flags & LACS_GEMM_C_LOWER) && cols == GEMM_NR && i0 + rows <= j0 + GEMM_NR / 2;
+                frame_tile_bf16(rows, cols, tile_pairs, a, a_ld, a_pair, b, b_ld, c, ldc, block_beta, half);
             }
         }
     }
@@ -449,13 +475,16 @@ static void frame_widen_b(const uint16_t *Bp, int64_t n, int64_t p0, int64_t kb,
     }
 }
 
-/* A's rows i0 .. i0 + rows - 1, elements p0 .. p0 + kb - 1, widened into block[rows][kb]. */
-static void frame_widen_a(const uint16_t *A, int64_t lda, int64_t i0, int64_t rows, int64_t p0, int64_t kb,
-                          float *block)
+/* op(A)'s rows i0 .. i0 + rows - 1, elements p0 .. p0 + kb - 1 (p0 even), widened into block[rows][kb]: A
+ * row-major, or (transposed) packed as lacs_cpu_pack_bf16 packs a B (element p of row i at
+ * A + (p / 2) lda + 2 i + p % 2). */
+static void frame_widen_a(const uint16_t *A, int64_t lda, int transposed, int64_t i0, int64_t rows, int64_t p0,
+                          int64_t kb, float *block)
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t p = 0; p < kb; p++)
-            block[r * kb + p] = frame_widen(A[(i0 + r) * lda + p0 + p]);
+            block[r * kb + p] = frame_widen(transposed ? A[((p0 + p) / 2) * lda + 2 * (i0 + r) + (p0 + p) % 2]
+                                                       : A[(i0 + r) * lda + p0 + p]);
 }
 
 static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int64_t lda, const uint16_t *Bp,
@@ -474,7 +503,7 @@ static void frame_bgemm(int64_t m, int64_t n, int64_t k, const uint16_t *A, int6
         const float block_beta = p0 > 0 ? 1.0f : beta;
         for (int64_t ib = 0; ib < m; ib += FRAME_WIDEN_ROWS) {
             const int64_t block_rows = frame_min(FRAME_WIDEN_ROWS, m - ib);
-            frame_widen_a(A, lda, ib, block_rows, p0, kb, a_block);
+            frame_widen_a(A, lda, (flags & LACS_GEMM_A_TRANSPOSED) != 0, ib, block_rows, p0, kb, a_block);
             for (int64_t j0 = 0; j0 < n; j0 += GEMM_NR) {
                 const int64_t cols = frame_min(GEMM_NR, n - j0);
                 frame_widen_b(Bp, n, p0, kb, j0, cols, panel);

@@ -335,12 +335,18 @@ static void panel_product(const lacs_cpu_gemm *gemm, int64_t m, int64_t n, int64
 }
 
 /* k's rows [n x K] (rounded: k16) packed as B = k^T [K x n] for bgemm: the
- * pair (k[j][2q], k[j][2q + 1]) is adjacent in k16, a 32-bit move. n <= nr
- * (a chunk), one panel. */
+ * pair (k[j][2q], k[j][2q + 1]) is adjacent in k16, a 32-bit element, so
+ * for an even K this is the transpose of [n x K/2] 32-bit elements, 8 x 8
+ * blocks by simd_transpose_8x8 (bits moved, never computed on), the rest
+ * element by element. n <= nr (a chunk), one panel. */
 static void pack_transposed(int64_t n, int64_t K, const uint16_t *k16, uint16_t *Bp)
 {
+    const int64_t n8 = K % 2 == 0 ? n / 8 * 8 : 0, pairs8 = K % 2 == 0 ? K / 2 / 8 * 8 : 0;
+    for (int64_t j = 0; j < n8; j += 8)
+        for (int64_t q = 0; q < pairs8; q += 8)
+            simd_transpose_8x8((const float *)(k16 + j * K + 2 * q), K / 2, (float *)(Bp + q * 2 * n + 2 * j), n);
     for (int64_t q = 0; 2 * q < K; q++)
-        for (int64_t j = 0; j < n; j++) {
+        for (int64_t j = q < pairs8 ? n8 : 0; j < n; j++) {
             Bp[q * 2 * n + 2 * j] = k16[j * K + 2 * q];
             Bp[q * 2 * n + 2 * j + 1] = 2 * q + 1 < K ? k16[j * K + 2 * q + 1] : 0;
         }
@@ -360,23 +366,49 @@ static void bf16_product(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_work
 
 /* ---- the chunk ---- */
 
+/* Rows i0 .. i0 + R - 1 of T = (I + A)^{-1} (unit_lower_inverse), R a constant where inlined: each vector of
+ * columns summed in a register per row over j < i0 first, the R rows' sums side by side (R chains of FMAs in
+ * flight, where one row's chain waited on each FMA's latency: 8 % of the chunk function's time under avx512 on
+ * the EPYC of README.md section 8.2.15), then the triangle j = i0 .. i - 1, row after row. Each row's sum runs
+ * over j in increasing order, as one row at a time would: the same bits. */
+static inline __attribute__((always_inline)) void unit_lower_inverse_rows(int64_t n, const float *A, float *T,
+                                                                          int64_t i0, int R)
+{
+    for (int64_t c = 0; c < n; c += SIMD_LANES) {
+        const int64_t count = n - c;
+        vfloat acc[4];
+        for (int r = 0; r < R; r++)
+            acc[r] = v_zero();
+        for (int64_t j = c; j < i0; j++) { /* T_j is zero from column j + 1 on */
+            const vfloat tj = v_load_first(T + j * n + c, count);
+            for (int r = 0; r < R; r++)
+                acc[r] = v_fnma(v_set1(A[(i0 + r) * n + j]), tj, acc[r]);
+        }
+        const vfloat column = v_add(v_lane_index(), v_set1((float)c));
+        for (int r = 0; r < R; r++) {
+            const int64_t i = i0 + r;
+            for (int64_t j = i0 > c ? i0 : c; j < i; j++)
+                acc[r] = v_fnma(v_set1(A[i * n + j]), v_load_first(T + j * n + c, count), acc[r]);
+            const vfloat diagonal = v_set1((float)i); /* T_ii = 1 (the sum there is a zero) */
+            acc[r] = v_select(vm_and(vm_le(column, diagonal), vm_ge(column, diagonal)), acc[r], v_set1(1.0f));
+            v_store_first(T + i * n + c, acc[r], count);
+        }
+    }
+}
+
 /* T = (I + A)^{-1} for A strictly lower triangular (n x n), by forward
  * substitution row by row: T_i = e_i - sum_{j<i} A_ij T_j. T is unit lower
  * triangular; its row i has non-zeros in columns 0..i only, and zeros are
  * stored above the diagonal (the products read it as lower triangular, and
  * the rows can be combined whole here). Each vector of T_i is summed in a
- * register over j (no store and reload per term). */
+ * register over j (no store and reload per term), four rows at a time. */
 static void unit_lower_inverse(int64_t n, const float *A, float *T)
 {
-    for (int64_t i = 0; i < n; i++) {
-        for (int64_t c = 0; c < n; c += SIMD_LANES) {
-            vfloat acc = v_zero();
-            for (int64_t j = c; j < i; j++) /* T_j is zero from column j + 1 on */
-                acc = v_fnma(v_set1(A[i * n + j]), v_load_first(T + j * n + c, n - c), acc);
-            v_store_first(T + i * n + c, acc, n - c);
-        }
-        T[i * n + i] = 1.0f;
-    }
+    int64_t i0 = 0;
+    for (; i0 + 4 <= n; i0 += 4)
+        unit_lower_inverse_rows(n, A, T, i0, 4);
+    for (; i0 < n; i0++)
+        unit_lower_inverse_rows(n, A, T, i0, 1);
 }
 
 /* D_ij = exp(G_i - G_j) for j <= i, 0 above (scalar decay): the decay between
@@ -469,9 +501,9 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             const float row_decay = decays ? k_decays[i] : 1.0f, q_decay = decays ? q_decays[i] : 1.0f;
             const int64_t row = ((t0 + i) * r->H + h) * K;
 #ifdef SIMD_BF16_PRODUCTS
-            if (bf16) { /* k, q, Kd, Qd rounded here (w->kq16, w->kqd16); k widened for Kl below, q not needed */
-                scale_tensor_row_bf16(K, w->b[i] * row_decay, r->k, row, k == w->kq ? NULL : k + i * ldk,
-                                      w->kq + i * K, w->kq16 + i * K, w->kqd16 + i * K);
+            if (bf16) { /* k, q, Kd, Qd rounded here (w->kq16, w->kqd16); neither widened (Kl reads k again) */
+                scale_tensor_row_bf16(K, w->b[i] * row_decay, r->k, row, k == w->kq ? NULL : k + i * ldk, NULL,
+                                      w->kq16 + i * K, w->kqd16 + i * K);
                 scale_tensor_row_bf16(K, scale * q_decay, r->q, row, q == w->kq + n * K ? NULL : q + i * ldq, NULL,
                                       w->kq16 + (n + i) * K, w->kqd16 + (n + i) * K);
                 continue;
@@ -649,10 +681,27 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         exp_row(n, d, d);
     }
 #ifdef SIMD_BF16_PRODUCTS
-    if (!bf16 && !channel) {
-#else
-    if (!channel) {
+    if (bf16) {
+        /* Kl rounded and packed as a B is (pairs of tokens interleaved: the pair (Kl_j[c], Kl_{j+1}[c]) adjacent),
+         * the update's A = Kl^T read so in place (bgemm's A_TRANSPOSED), formed from k's rows where they are (k
+         * not widened into the workspace for it): Kl^T formed, transposed and rounded in three passes took 2.5 %
+         * of the bf16 tier's time under avx512 on the EPYC of README.md section 8.2.15 */
+        const int k_bf16 = r->k->dtype == LACS_BF16;
+        for (int64_t j = 0; j < n; j += 2)
+            for (int64_t c = 0; c < K; c += SIMD_LANES) {
+                vfloat pair[2] = {v_zero(), v_zero()}; /* tokens j and j + 1 (0 past n: the half pair) */
+                for (int64_t e = 0; e < 2 && j + e < n; e++) {
+                    const vfloat kv = v_load_any(r->k->data, k_bf16, ((t0 + j + e) * r->H + h) * K + c, K - c);
+                    pair[e] = channel ? v_mul(v_exp(v_sub(v_load_first(Glast + c, K - c),
+                                                          v_load_first(G + (j + e) * K + c, K - c))),
+                                              kv)
+                                      : v_mul(v_set1(d[j + e]), kv);
+                }
+                v_store_bf16_pairs(w->a16 + (j / 2) * 2 * K + 2 * c, pair[0], pair[1], K - c);
+            }
+    } else
 #endif
+    if (!channel) {
         for (int64_t c = 0; c < K; c++)
             multiply_rows(n, d, w->KlT + c * n, w->KlT + c * n);
     } else {
@@ -680,12 +729,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             }
     }
 #ifdef SIMD_BF16_PRODUCTS
-    if (bf16) { /* Kl^T rounded; V' packed above; S's panels (C = the panel, ldc = nr) */
-        round_rows(K, n, w->KlT, n, w->a16);
+    if (bf16) { /* Kl packed above, read as Kl^T; V' packed above; S's panels (C = the panel, ldc = nr) */
         for (int64_t j0 = 0; j0 < V; j0 += nr) {
             const int64_t cols = V - j0 < nr ? V - j0 : nr;
-            gemm->bgemm_general(K, cols, n, w->a16, n, w->b16 + j0 * ((n + 1) / 2 * 2), w->S + j0 * K, nr,
-                                state_decay, 0);
+            gemm->bgemm_general(K, cols, n, w->a16, 2 * K, w->b16 + j0 * ((n + 1) / 2 * 2), w->S + j0 * K, nr,
+                                state_decay, LACS_GEMM_A_TRANSPOSED);
             fetch_after_product(f, cols);
         }
         fetch_rows(f, f->per_token * n); /* what is left (at once; spread: the paths with fewer products) */
