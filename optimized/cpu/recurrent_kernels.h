@@ -617,34 +617,43 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
         float *const U = w->U;
         const float *const v_rows = rows.v, *const b = w->b; /* v_rows NULL: BF16 v, widened here */
         const int64_t ldv = rows.ldv, nr = gemm->nr, V_panels = (V + nr - 1) / nr * nr;
-        /* U in the GEMM table's packed layout (panels of nr columns, k = n rows, 0 past V), the right operand
-         * T U reads without a pack; row-major for the bf16 products, which round it */
 #ifdef SIMD_BF16_PRODUCTS
-        const int packed = !bf16;
-#else
-        const int packed = 1;
-#endif
-        for (int64_t i = 0; i < n; i++) {
-            const vfloat bi = v_set1(b[i]);
-            const int64_t row = ((t0 + i) * r->HV + hv) * V;
-            for (int64_t c = 0; c < V; c += SIMD_LANES) { /* a vector never crosses a panel: nr is whole vectors */
-                const vfloat vi = v_rows ? v_load_first(v_rows + i * ldv + c, V - c)
-                                         : v_load_any(r->v->data, 1, row + c, V - c);
-                float *const out = packed ? U + (c / nr) * n * nr + i * nr + c % nr : U + i * V + c;
-                v_store_first(out, v_fms(bi, vi, v_load_first(KS + i * V + c, V - c)), V - c);
-            }
-            for (int64_t c = V; packed && c < V_panels; c++)
-                U[(c / nr) * n * nr + i * nr + c % nr] = 0.0f;
-        }
-#ifdef SIMD_BF16_PRODUCTS
-        if (bf16) {
-            round_pack_panels(n, V, w->U, V, nr, w->b16);
+        if (bf16) { /* U rounded and packed for T U as it is formed, two rows at a time (as round_pack_panels
+                     * packs: pairs of rows interleaved, panel by panel), no fp32 U */
+            const int64_t n_even = (n + 1) / 2 * 2;
+            for (int64_t i = 0; i < n; i += 2)
+                for (int64_t c = 0; c < V; c += SIMD_LANES) { /* a vector never crosses a panel */
+                    vfloat u[2] = {v_zero(), v_zero()};     /* rows i and i + 1 (0 past n: the half pair) */
+                    for (int64_t e = 0; e < 2 && i + e < n; e++) {
+                        const vfloat vi = v_rows ? v_load_first(v_rows + (i + e) * ldv + c, V - c)
+                                                 : v_load_any(r->v->data, 1, ((t0 + i + e) * r->HV + hv) * V + c,
+                                                              V - c);
+                        u[e] = v_fms(v_set1(b[i + e]), vi, v_load_first(KS + (i + e) * V + c, V - c));
+                    }
+                    const int64_t j0 = c / nr * nr, cols = V - j0 < nr ? V - j0 : nr;
+                    v_store_bf16_pairs(w->b16 + j0 * n_even + (i / 2) * 2 * cols + 2 * (c - j0), u[0], u[1],
+                                       V - c);
+                }
             bf16_product(r, w, n, V, n, w->Tinv, n, w->b16, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER, f);
             vnew = w->Vp;
             ld_vnew = V;
         } else
 #endif
         {
+            /* U in the GEMM table's packed layout (panels of nr columns, k = n rows, 0 past V), the right
+             * operand T U reads without a pack */
+            for (int64_t i = 0; i < n; i++) {
+                const vfloat bi = v_set1(b[i]);
+                const int64_t row = ((t0 + i) * r->HV + hv) * V;
+                for (int64_t c = 0; c < V; c += SIMD_LANES) { /* a vector never crosses a panel */
+                    const vfloat vi = v_rows ? v_load_first(v_rows + i * ldv + c, V - c)
+                                             : v_load_any(r->v->data, 1, row + c, V - c);
+                    v_store_first(U + (c / nr) * n * nr + i * nr + c % nr,
+                                  v_fms(bi, vi, v_load_first(KS + i * V + c, V - c)), V - c);
+                }
+                for (int64_t c = V; c < V_panels; c++)
+                    U[(c / nr) * n * nr + i * nr + c % nr] = 0.0f;
+            }
             /* V' written panel by panel in the packed layout itself (C = the panel, ldc = nr; its padding
              * T 0 = 0), for P V' and the state's update: no pack of U, none of V' */
             for (int64_t j0 = 0; j0 < V; j0 += nr) {
