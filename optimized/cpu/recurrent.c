@@ -29,7 +29,6 @@ void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
         free(floats[i]);
     free(w->a16);
     free(w->k16);
-    free(w->s16);
     free(w->b16);
     free(w->kq16);
     free(w->kqd16);
@@ -43,8 +42,12 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     const size_t k_even = (k + 1) / 2 * 2, c_even = (C + 1) / 2 * 2;
     memset(w, 0, sizeof *w);
     w->state_floats = (int64_t)gemm->packed_b_size(K, V);
-    w->states = lacs_cpu_scratch_alloc(LACS_CPU_HEAD_GROUP * (size_t)w->state_floats * sizeof(float));
+    w->state16_elems = (int64_t)(k_even * v);
+    w->states = lacs_cpu_scratch_alloc(LACS_CPU_HEAD_GROUP * ((size_t)w->state_floats * sizeof(float) +
+                                                              (size_t)w->state16_elems * sizeof(uint16_t)));
     w->S = w->states;
+    w->states16 = w->states ? (uint16_t *)(w->states + LACS_CPU_HEAD_GROUP * w->state_floats) : NULL;
+    w->s16 = w->states16;
     w->Vp_packed = malloc(gemm->packed_b_size(LACS_CPU_CHUNK, V) * sizeof(float));
     w->kq = malloc(2 * C * k * sizeof(float));
     w->v = malloc(C * v * sizeof(float));
@@ -67,7 +70,6 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
      * right operand, each packed with its k rounded up to even */
     w->a16 = malloc((2 * C * k > C * C ? 2 * C * k : C * C) * sizeof(uint16_t));
     w->k16 = malloc(k_even * C * sizeof(uint16_t));
-    w->s16 = malloc(k_even * v * sizeof(uint16_t));
     w->b16 = malloc(c_even * v * sizeof(uint16_t));
     w->kq16 = malloc(2 * C * k * sizeof(uint16_t));
     w->kqd16 = malloc(2 * C * k * sizeof(uint16_t));
@@ -186,6 +188,8 @@ static void run_sequence_heads(void *context, int64_t item, int thread)
                 ? (lacs_cpu_chunk_ahead){t0, n, hv0 + j + 1}
                 : (lacs_cpu_chunk_ahead){t0 + n, after < LACS_CPU_CHUNK ? after : LACS_CPU_CHUNK, hv0};
             w->S = w->states + j * w->state_floats;
+            w->s16 = w->states16 + j * w->state16_elems;
+            w->s16_current = t0 != start;
             job->kernels->chunk(r, w, t0, n, hv0 + j, &ahead);
         }
     }

@@ -48,7 +48,12 @@ typedef struct {
     float *Kl, *KlT;           /* C x K: exp(G_last - G_j) (.) k_j; its transpose, K x C */
     float *KQK;                /* 2C x C: K K^T, then Q K^T */
     float *KT_packed;          /* k^T [K x C] packed (the GEMM table's pack_b) for K K^T and Q K^T */
-    uint16_t *a16, *k16, *s16, *b16; /* bf16 operands: a left operand; K^T, S and a right operand packed */
+    uint16_t *a16, *k16, *s16, *b16; /* bf16 operands: a left operand; K^T, S and a right operand packed (s16:
+                                      * the chunk's head's, one of states16) */
+    uint16_t *states16;        /* LACS_CPU_HEAD_GROUP of state16_elems each: the task's heads' S rounded and packed
+                                * by the update that wrote S (the bf16 products), after `states` in its buffer */
+    int64_t state16_elems;     /* K rounded up to even, times V */
+    int s16_current;           /* s16 is S rounded (written by the head's last update); 0: a sequence's first chunk */
     uint16_t *kq16, *kqd16;    /* 2C x K bf16: the chunk's rows of k then q, and [Kd; Qd], rounded */
 } lacs_cpu_recurrent_workspace;
 

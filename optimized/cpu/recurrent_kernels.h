@@ -521,7 +521,8 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             round_rows(2 * n, K, w->KQd, K, w->kqd16); /* [Kd; Qd], formed in fp32 per channel above */
         else
             pack_transposed(n, K, w->kq16, w->k16);
-        round_pack_state(K, V, w->S, gemm->nr, w->s16);
+        if (!w->s16_current) /* else rounded by the update that wrote S (below) */
+            round_pack_state(K, V, w->S, gemm->nr, w->s16);
     }
 #endif
 
@@ -743,6 +744,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
             const int64_t cols = V - j0 < nr ? V - j0 : nr;
             gemm->bgemm_general(K, cols, n, w->a16, 2 * K, w->b16 + j0 * ((n + 1) / 2 * 2), w->S + j0 * K, nr,
                                 state_decay, LACS_GEMM_A_TRANSPOSED);
+            round_pack(K, cols, w->S + j0 * K, nr, w->s16 + j0 * ((K + 1) / 2 * 2));
             fetch_after_product(f, cols);
         }
         fetch_rows(f, f->per_token * n); /* what is left (at once; spread: the paths with fewer products) */
