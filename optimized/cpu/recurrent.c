@@ -32,6 +32,7 @@ void lacs_cpu_recurrent_workspace_free(lacs_cpu_recurrent_workspace *w)
     free(w->b16);
     free(w->kq16);
     free(w->kqd16);
+    free(w->p16);
     memset(w, 0, sizeof *w);
 }
 
@@ -73,9 +74,10 @@ int lacs_cpu_recurrent_workspace_alloc(lacs_cpu_recurrent_workspace *w, int64_t 
     w->b16 = malloc(c_even * v * sizeof(uint16_t));
     w->kq16 = malloc(2 * C * k * sizeof(uint16_t));
     w->kqd16 = malloc(2 * C * k * sizeof(uint16_t));
+    w->p16 = malloc(C * C * sizeof(uint16_t));
     if (!w->states || !w->Vp_packed || !w->kq || !w->v || !w->G || !w->Gr || !w->b || !w->D || !w->A || !w->P ||
         !w->Tinv || !w->KQd || !w->R || !w->U || !w->Vp || !w->Kl || !w->KlT || !w->KQK || !w->KT_packed ||
-        !w->a16 || !w->k16 || !w->s16 || !w->b16 || !w->kq16 || !w->kqd16) {
+        !w->a16 || !w->k16 || !w->s16 || !w->b16 || !w->kq16 || !w->kqd16 || !w->p16) {
         lacs_cpu_recurrent_workspace_free(w);
         return LACS_ERR_MEMORY;
     }

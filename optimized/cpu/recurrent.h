@@ -55,6 +55,7 @@ typedef struct {
     int64_t state16_elems;     /* K rounded up to even, times V */
     int s16_current;           /* s16 is S rounded (written by the head's last update); 0: a sequence's first chunk */
     uint16_t *kq16, *kqd16;    /* 2C x K bf16: the chunk's rows of k then q, and [Kd; Qd], rounded */
+    uint16_t *p16;             /* C x C bf16: P rounded (scalar decay or none) */
 } lacs_cpu_recurrent_workspace;
 
 /* For the GEMM table `gemm` (whose layout the states take). */

@@ -113,8 +113,9 @@ static inline void fetch_rows(chunk_fetch *f, int64_t count)
 /* The rows' first readers (the scaling of k and q, U's reads of v) fetch the row this many tokens ahead of
  * the one they read, where the fetch is spread (AMD's cores): the spread fetch leaves the chunk's rows in the
  * L2 (the chunk's arrays are larger than the L1), and each row's first reads then waited on them. On the EPYC
- * of README.md section 8.2.15 the bf16 tier ran 1.4 % faster in its usual calls and 3.5 % in its slow ones (a
- * spell in which the calls take 15-25 % longer beside a steady GEMM); 2, 4 and 8 measured the same. */
+ * of README.md section 8.2.15: 0.986 times the time in bf16 and 0.988 in fp32 under avx512, 0.983 in fp32
+ * under avx2, more in the slow calls (a spell in which the op takes 15-25 % longer beside a steady GEMM:
+ * 0.93-0.965); 2, 4 and 8 tokens ahead measured the same. */
 #define FIRST_READ_AHEAD 8
 
 /* Row t of a tensor of rows `width` apart in heads of n_heads (q, k: H and K; v: HV and V), fetched for a
@@ -389,7 +390,7 @@ static void bf16_product(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_work
  * the EPYC of README.md section 8.2.15), then the triangle j = i0 .. i - 1, row after row. Each row's sum runs
  * over j in increasing order, as one row at a time would: the same bits. */
 static inline __attribute__((always_inline)) void unit_lower_inverse_rows(int64_t n, const float *A, float *T,
-                                                                          int64_t i0, int R)
+                                                                          uint16_t *T16, int64_t i0, int R)
 {
     for (int64_t c = 0; c < n; c += SIMD_LANES) {
         const int64_t count = n - c;
@@ -409,6 +410,12 @@ static inline __attribute__((always_inline)) void unit_lower_inverse_rows(int64_
             const vfloat diagonal = v_set1((float)i); /* T_ii = 1 (the sum there is a zero) */
             acc[r] = v_select(vm_and(vm_le(column, diagonal), vm_ge(column, diagonal)), acc[r], v_set1(1.0f));
             v_store_first(T + i * n + c, acc[r], count);
+#ifdef SIMD_BF16_PRODUCTS
+            if (T16)
+                v_store_bf16_first(T16 + i * n + c, acc[r], count);
+#else
+            (void)T16;
+#endif
         }
     }
 }
@@ -418,14 +425,15 @@ static inline __attribute__((always_inline)) void unit_lower_inverse_rows(int64_
  * triangular; its row i has non-zeros in columns 0..i only, and zeros are
  * stored above the diagonal (the products read it as lower triangular, and
  * the rows can be combined whole here). Each vector of T_i is summed in a
- * register over j (no store and reload per term), four rows at a time. */
-static void unit_lower_inverse(int64_t n, const float *A, float *T)
+ * register over j (no store and reload per term), four rows at a time.
+ * T16 (not NULL, the bf16 products): T rounded too, as each row is stored. */
+static void unit_lower_inverse(int64_t n, const float *A, float *T, uint16_t *T16)
 {
     int64_t i0 = 0;
     for (; i0 + 4 <= n; i0 += 4)
-        unit_lower_inverse_rows(n, A, T, i0, 4);
+        unit_lower_inverse_rows(n, A, T, T16, i0, 4);
     for (; i0 < n; i0++)
-        unit_lower_inverse_rows(n, A, T, i0, 1);
+        unit_lower_inverse_rows(n, A, T, T16, i0, 1);
 }
 
 /* D_ij = exp(G_i - G_j) for j <= i, 0 above (scalar decay): the decay between
@@ -598,7 +606,14 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
                 vfloat p = v_load_first(QK + i * n + c, count);
                 if (decays)
                     p = v_mul(v_load_first(D + i * n + c, count), p);
-                v_store_first(P + i * n + c, v_zero_unless(vm_le(column, row), v_mul(scale_v, p)), count);
+                p = v_zero_unless(vm_le(column, row), v_mul(scale_v, p));
+#ifdef SIMD_BF16_PRODUCTS
+                if (bf16) { /* P V''s left operand, rounded here (no fp32 P) */
+                    v_store_bf16_first(w->p16 + i * n + c, p, count);
+                    continue;
+                }
+#endif
+                v_store_first(P + i * n + c, p, count);
             }
         }
     } else {
@@ -632,7 +647,12 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     const float *vnew = rows.v; /* V' */
     int64_t ld_vnew = rows.ldv;
     if (correct) {
-        unit_lower_inverse(n, w->A, w->Tinv);
+#ifdef SIMD_BF16_PRODUCTS
+        uint16_t *const T16 = bf16 ? w->a16 : NULL; /* T U's left operand */
+#else
+        uint16_t *const T16 = NULL;
+#endif
+        unit_lower_inverse(n, w->A, w->Tinv, T16);
         /* the workspace's pointers in locals: a store through a float pointer may alias *w, so w->U and w->v
          * were read again after each vector's store, each read waiting on that store (6 % of this function's
          * time) */
@@ -659,7 +679,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
                                        V - c);
                 }
             }
-            bf16_product(r, w, n, V, n, w->Tinv, n, w->b16, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER, f);
+            panel_product(gemm, n, V, n, T16, n, w->b16, w->Vp, V, 0.0f, LACS_GEMM_A_LOWER, f); /* T rounded */
             vnew = w->Vp;
             ld_vnew = V;
         } else
@@ -695,7 +715,10 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) {
         round_pack_panels(n, V, vnew, ld_vnew, gemm->nr, w->b16);
-        bf16_product(r, w, n, V, n, w->P, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER, f);
+        if (channel)
+            bf16_product(r, w, n, V, n, w->P, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER, f);
+        else /* P rounded where it was formed */
+            panel_product(gemm, n, V, n, w->p16, n, w->b16, O, ldo, 1.0f, LACS_GEMM_A_LOWER, f);
     } else
 #endif
     {
