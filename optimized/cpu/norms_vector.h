@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "norms.h"
+#include "simd_math.h" /* stream_out */
 
 /* ---- lanes ---- */
 
@@ -78,23 +79,6 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const void *p, 
 static inline __attribute__((always_inline)) void prefetch_float(const float *p, int64_t i)
 {
     simd_prefetch((const void *)((uintptr_t)p + (uintptr_t)i * sizeof(float)));
-}
-
-/* dst[0..n) = src[0..n) with non-temporal stores where dst is aligned to a
- * whole vector (a head of ordinary stores up to the first boundary, the
- * tail after the last): an output larger than the caches is written without
- * reading each of its lines first (a quarter less traffic for a VJP, a third
- * for rmsnorm). The caller ends its block with simd_store_fence(). */
-static inline void stream_out(float *dst, const float *src, int64_t n)
-{
-    const int64_t past = (int64_t)(((uintptr_t)dst % (SIMD_LANES * sizeof(float))) / sizeof(float));
-    int64_t i = past ? (SIMD_LANES - past < n ? SIMD_LANES - past : n) : 0;
-    if (i > 0)
-        v_store_first(dst, v_load_first(src, i), i);
-    for (; i + SIMD_LANES <= n; i += SIMD_LANES)
-        v_stream(dst + i, v_load_first(src + i, SIMD_LANES));
-    if (i < n)
-        v_store_first(dst + i, v_load_first(src + i, n - i), n - i);
 }
 
 /* ---- exp, tanh, sech^2 ---- */

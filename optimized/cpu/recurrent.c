@@ -238,6 +238,9 @@ int lacs_cpu_recurrent(const lacs_cpu_call *c)
      * choose_bf16_products); elsewhere the bf16 tier widens its inputs and runs the fp32 algorithm
      * (recurrent_kernels.h) */
     r.bf16_products = c->bf16 && c->bf16_native_products;
+    /* on AMD's cores an o larger than LACS_CPU_STREAM_BYTES is formed chunk by chunk in the workspace and
+     * streamed out (recurrent_kernels.h): its lines are not read before they are written */
+    r.stream_outputs = c->amd && (double)lacs_tensor_count(r.o) * sizeof(float) >= LACS_CPU_STREAM_BYTES;
 
     if (strcmp(op, "linear_attn_postnorm") == 0)
         r.postnorm = 1;

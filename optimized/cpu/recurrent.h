@@ -22,6 +22,7 @@ typedef struct {
     int comba;                 /* the correction reads the un-decayed state (H8 second form) */
     int postnorm;              /* H3: RMSNorm of each output row */
     int bf16_products;         /* the bf16 tier with bf16 operands in the products (AVX512-BF16) */
+    int stream_outputs;        /* o formed in the workspace and written with non-temporal stores (recurrent.c) */
     double scale, eps;
     const lacs_tensor *q, *k, *v, *beta, *g, *h0;
     lacs_tensor *o, *ht;

@@ -510,7 +510,7 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     }
     /* the q/k heads of this chunk and of the next, divided once (two 64-bit divisions a row were in this loop) */
     const int64_t h = hv / (r->HV / r->H), h_ahead = ahead->hv / (r->HV / r->H);
-    chunk_fetch fetch = {r, ahead->t0, ahead->n, h_ahead, ahead->hv, r->call->amd, r->call->amd ? 4 : 3, 0};
+    chunk_fetch fetch = {r, ahead->t0, ahead->n, h_ahead, ahead->hv, r->call->amd, r->call->amd && !r->stream_outputs ? 4 : 3, 0};
     chunk_fetch *const f = &fetch;
     for (int64_t i = 0; i < n; i++) {
         if (!f->spread)
@@ -625,9 +625,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     /* R = Kd S (not for the linear family), O = Qd S: S packed once for both (as one product of 2n rows
      * would); O straight into the op's o, this head's rows (HV V apart), where P V' adds to it: no copy of
      * the outputs after, whose stores stalled on their cache misses (9-12 % of the chunk's time; README.md
-     * section 2) */
-    float *O = (float *)r->o->data + (t0 * r->HV + hv) * V;
-    const int64_t ldo = r->HV * V;
+     * section 2). On AMD's cores, for an o larger than the caches (stream_outputs), O in the workspace and
+     * streamed out after P V' instead (o's lines written without being read: 0.99 times the time, 0.97 in
+     * the slow calls, README.md section 8.2.15) */
+    float *O = r->stream_outputs ? w->R + n * V : (float *)r->o->data + (t0 * r->HV + hv) * V;
+    const int64_t ldo = r->stream_outputs ? V : r->HV * V;
 #ifdef SIMD_BF16_PRODUCTS
     if (bf16) {
         if (correct)
@@ -730,6 +732,11 @@ static void recurrent_chunk(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_w
     if (r->postnorm)
         for (int64_t i = 0; i < n; i++)
             postnorm_row(r, O + i * ldo);
+    if (r->stream_outputs) { /* O in the workspace (in L1) streamed into o: no read of o's lines before */
+        for (int64_t i = 0; i < n; i++)
+            stream_out((float *)r->o->data + ((t0 + i) * r->HV + hv) * V, O + i * ldo, V);
+        simd_store_fence();
+    }
 
     /* S = exp(G_last) (.) S + Kl^T V', Kl_j = exp(G_last - G_j) (.) k_j: Kl^T [K x n] formed from k^T */
     float *d = w->b; /* free by now: exp(G_last - G_j), scalar decay */
