@@ -350,7 +350,9 @@ static double run_general(const shape *s, float beta, unsigned flags, uint64_t s
             B[i] = lacs_cpu_bf16_to_f32(B16[i]);
         if (flags & LACS_GEMM_A_TRANSPOSED) { /* A^T [k x m] packed as a B is: lda 2 m */
             uint16_t *At16 = malloc((size_t)(k * m) * sizeof *At16);
-            uint16_t *Ap = malloc((lacs_cpu_packed_bf16_size(k, m) + 1) * sizeof *Ap);
+            /* room for m rows of lda = 2 m too: a wrong kernel reading it as row-major stays inside */
+            const size_t packed = lacs_cpu_packed_bf16_size(k, m) + 1, as_rows = (size_t)(2 * m * m + k);
+            uint16_t *Ap = calloc(packed > as_rows ? packed : as_rows, sizeof *Ap);
             cr_assert(At16 != NULL && Ap != NULL);
             for (int64_t i = 0; i < m; i++)
                 for (int64_t p = 0; p < k; p++)
