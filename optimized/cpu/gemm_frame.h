@@ -204,6 +204,15 @@ static int64_t frame_first_tile(unsigned flags, int64_t j0)
     return (flags & LACS_GEMM_C_LOWER) ? j0 / GEMM_MR * GEMM_MR : 0;
 }
 
+/* The rows of the tile from row i0 of m: GEMM_MR, but for the last two, which share the rows left
+ * (more than GEMM_MR, fewer than 2 GEMM_MR) evenly: a tile of few rows has few accumulators, each waiting on
+ * the FMA's latency (avx2's 32 rows: 6, 6, 6, 6, 4, 4, where the last tile of 2 took as long as one of 4). */
+static inline int64_t frame_tile_rows(int64_t i0, int64_t m)
+{
+    const int64_t left = m - i0;
+    return left > GEMM_MR && left < 2 * GEMM_MR ? (left + 1) / 2 : frame_min(GEMM_MR, left);
+}
+
 /* C = beta C over the tiles the product writes. */
 static void frame_scale_all(int64_t m, int64_t n, float *C, int64_t ldc, float beta, unsigned flags)
 {
@@ -274,8 +283,8 @@ static void frame_sgemm_on(int64_t m, int64_t n, int64_t k, const float *A, int6
                 b = panel;
                 b_ld = GEMM_NR;
             }
-            for (int64_t i0 = first_tile; i0 < m; i0 += GEMM_MR) {
-                const int64_t rows = frame_min(GEMM_MR, m - i0);
+            for (int64_t i0 = first_tile, rows; i0 < m; i0 += rows) {
+                rows = frame_tile_rows(i0, m);
                 /* columns b0 .. p0 + tile_end - 1 of op(A): A_LOWER ends them, B_LOWER starts them */
                 const int64_t tile_end = frame_tile_k(flags, i0, rows, p0, kb), tile_k = p0 + tile_end - b0;
                 float *c = C + i0 * ldc + j0;
