@@ -925,8 +925,8 @@ Test(cpu_norms_stream, non_temporal_stores_change_no_result, .timeout = 300)
  * same), at three alignments (a cache line, 16 and 4 bytes past one), for a
  * dim that is a multiple of a line's floats and one that is not (the
  * forward: ordinary stores, and non-temporal ones at the three
- * alignments). A table with one entry an ulp off (sech^2, or tanh, of
- * x = 1) fails the same comparison. */
+ * alignments). A table with one entry an ulp off (sech^2 of x = 1, tanh
+ * of x = -1 in the VJP's, tanh of x = 1 in dyt's) fails the same comparison. */
 enum { TABLE_DIM = 4096, TABLE_SPREAD = 8, TABLE_ELEMENTS = 65536 * (1 + TABLE_SPREAD) };
 
 typedef struct {
@@ -1004,7 +1004,7 @@ Test(cpu_norms_dyt_table, the_tables_give_the_arithmetic_bits, .timeout = 120)
     }
     for (int64_t c = 0; c < TABLE_DIM + 3; c++)
         weight[c] = 0.5f + (float)c / (TABLE_DIM + 3);
-    float *table = malloc(2 * LACS_CPU_DYT_TABLE_MAGNITUDES * sizeof *table);
+    float *table = malloc(LACS_CPU_DYT_VJP_TABLE_FLOATS * sizeof *table); /* the larger of the two */
     char *base = aligned_alloc(64, (TABLE_ELEMENTS + 32) * sizeof(float) * 2);
     cr_assert(table && base, "out of memory");
     dyt_table_result computed = {.dx = (float *)(base + (TABLE_ELEMENTS + 32) * sizeof(float))}, looked_up;
@@ -1054,16 +1054,18 @@ Test(cpu_norms_dyt_table, the_tables_give_the_arithmetic_bits, .timeout = 120)
         }
         const uint16_t one = lacs_cpu_f32_to_bf16(1.0f);
         uint32_t bits;
-        if (k->dyt_vjp_table) { /* the wrong table: sech^2 of x = 1 one ulp up */
+        /* the wrong tables: sech^2 of x = 1, then tanh of x = -1 (the table's other half, norms.h), one ulp up */
+        for (int wrong = 0; wrong < (k->dyt_vjp_table ? 2 : 0); wrong++) {
             k->dyt_vjp_table(0.5, table);
-            memcpy(&bits, &table[2 * one + 1], sizeof bits); /* norms.h: sech^2 beside tanh */
+            const size_t entry = wrong == 0 ? 2 * (size_t)one + 1 : 2 * (size_t)(one | 0x8000); /* sech^2 beside tanh */
+            memcpy(&bits, &table[entry], sizeof bits);
             bits++;
-            memcpy(&table[2 * one + 1], &bits, sizeof bits);
+            memcpy(&table[entry], &bits, sizeof bits);
             dyt_vjp_by_kernel(k, x, dy, TABLE_DIM, 0.5, weight, NULL, 0, &computed);
             looked_up.dx = (float *)base;
             dyt_vjp_by_kernel(k, x, dy, TABLE_DIM, 0.5, weight, table, 1, &looked_up);
             cr_expect(!dyt_table_results_equal(&computed, &looked_up, TABLE_DIM),
-                      "%s: a table one ulp off at x = 1 gives the arithmetic's bits", k->isa);
+                      "%s: a table one ulp off at x = %s gives the arithmetic's bits", k->isa, wrong ? "-1" : "1");
         }
         if (k->dyt_table) { /* and dyt's: tanh of x = 1 one ulp up */
             k->dyt_table(0.5, table);

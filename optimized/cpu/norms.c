@@ -239,7 +239,7 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
      * large enough to pay for it (norms.h); NULL otherwise, or without the memory (the kernels compute then). */
     void (*fill_dyt_table)(double, float *) = !is_dyt || !c->bf16 ? NULL : vjp ? k->dyt_vjp_table : k->dyt_table;
     if (fill_dyt_table && (double)rows * (double)dim >= LACS_CPU_DYT_TABLE_ELEMENTS) {
-        dyt_table = malloc((vjp ? 2 : 1) * LACS_CPU_DYT_TABLE_MAGNITUDES * sizeof(float));
+        dyt_table = malloc((vjp ? LACS_CPU_DYT_VJP_TABLE_FLOATS : LACS_CPU_DYT_TABLE_MAGNITUDES) * sizeof(float));
         if (dyt_table)
             fill_dyt_table(param, dyt_table);
     }

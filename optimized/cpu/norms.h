@@ -53,8 +53,12 @@ typedef struct {
  * LACS_CPU_DYT_TABLE_ELEMENTS elements (building it costs about as much as
  * 2^14 elements: 11-19 us for alpha from 1e-3 to 3e4 under avx2), under the
  * instruction sets whose kernels provide them (dyt_table: avx2 and avx512;
- * dyt_vjp_table: avx2; where the lookups cost less than the arithmetic). */
+ * dyt_vjp_table: avx2; where the lookups cost less than the arithmetic). The VJP's table
+ * covers every bit pattern, both signs (LACS_CPU_DYT_VJP_TABLE_FLOATS: tanh and sech^2 of each side by
+ * side), so that a lane's pair is loaded from its pattern as it stands: no mask of the sign, no sign
+ * given to tanh afterwards (4 instructions of a vector's some 50 under avx2). */
 #define LACS_CPU_DYT_TABLE_MAGNITUDES 32768
+#define LACS_CPU_DYT_VJP_TABLE_FLOATS (2 * 2 * LACS_CPU_DYT_TABLE_MAGNITUDES)
 #define LACS_CPU_DYT_TABLE_OTHER 4.0f
 #define LACS_CPU_DYT_TABLE_ELEMENTS (1 << 17)
 
@@ -77,9 +81,9 @@ typedef struct {
      * terms dy weight x sech^2(alpha x) (0 where sech^2 is 0); sum_weight +=
      * dy tanh(alpha x); sum_bias += dy. */
     void (*dyt_vjp)(lacs_cpu_norm_block *b);
-    /* NULL, or fills table[2 * LACS_CPU_DYT_TABLE_MAGNITUDES] for dyt_vjp's
+    /* NULL, or fills table[LACS_CPU_DYT_VJP_TABLE_FLOATS] for dyt_vjp's
      * bf16 tier: table[2 m] = tanh(alpha x) and table[2 m + 1] = sech^2(alpha
-     * x), side by side, for x the bf16 of bits m (x >= +0), as the fast
+     * x), side by side, for x the bf16 of bits m (every m < 2^16, both signs), as the fast
      * path forms them, where that path takes x (tame, |alpha x| <= 9.5), and 0
      * in both where it does not (sech^2 is positive where it does). */
     void (*dyt_vjp_table)(double alpha, float *table);

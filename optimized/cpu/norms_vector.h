@@ -631,15 +631,15 @@ static inline __attribute__((always_inline)) int64_t vjp_common_run(vjp_op op, c
 /* ---- DyT's VJP in the bf16 tier: by table (norms.h) ---- */
 
 /* table[2 m], table[2 m + 1]: t and sech^2 of
- * tanh_sech2_tame(alpha x) for x the bf16 of bits m, where the common loop
+ * tanh_sech2_tame(alpha x) for x the bf16 of bits m (every m < 2^16), where the common loop
  * takes x (vjp_common_run: x tame, |alpha x| in [2^-12, 9.5]); 0 and 0
- * where it does not. |alpha x| grows with m (x finite; then the
+ * where it does not. The magnitudes first (m < 2^15): |alpha x| grows with m (x finite; then the
  * infinities, the NaNs), so from the first vector with no lane at or below
  * 9.5 on, none is: the rest is zeroed. The vectors wholly below 2^-12 are
  * not computed (their exp's products, r^2 below 2^-126 from |x| < 2^-63 on,
  * took a microcode assist each: the fill took 54 us, now 13 for alpha =
- * 0.5). For x < 0, t is -t(|x|) (alpha x is -(alpha |x|) exactly, and
- * tanh_sech2_tame odd in it) and sech^2 is sech^2(|x|). */
+ * 0.5). Then x < 0 (m + 2^15, the sign bit set): t is -t(|x|) (alpha x is -(alpha |x|) exactly, and
+ * tanh_sech2_tame odd in it), sech^2 is sech^2(|x|), 0 and 0 stay 0 (-0 and 0). */
 static inline void dyt_vjp_table_fill(double alpha_double, float *table)
 {
     const vfloat alpha = v_set1((float)alpha_double);
@@ -663,13 +663,20 @@ static inline void dyt_vjp_table_fill(double alpha_double, float *table)
         v_store_pair(table + 2 * m, v_select(taken, v_zero(), t), v_select(taken, v_zero(), s2));
     }
     memset(table + 2 * m, 0, (size_t)(LACS_CPU_DYT_TABLE_MAGNITUDES - m) * 2 * sizeof(float));
+    float *const negative = table + 2 * LACS_CPU_DYT_TABLE_MAGNITUDES;
+    for (int32_t j = 0; j < m; j++) {
+        negative[2 * j] = -table[2 * j];
+        negative[2 * j + 1] = table[2 * j + 1];
+    }
+    memset(negative + 2 * m, 0, (size_t)(LACS_CPU_DYT_TABLE_MAGNITUDES - m) * 2 * sizeof(float));
 }
 
-/* vjp_common_run for DyT in the bf16 tier with the table: t and sech^2 looked up by |x|'s bits, side by side
+#ifdef NORMS_DYT_VJP_TABLE
+/* vjp_common_run for DyT in the bf16 tier with the table: t and sech^2 looked up by x's bits, side by side
  * (one 64-bit load per lane: two lookups of t and of sech^2, each a load per lane, were the loop's
- * bound on the EPYC of optimized/cpu/README.md section 8.2.13, 20 % slower in L2), t's sign flipped for
- * x < 0, where every lane's sech^2 is in the table (> 0) and dy is tame: the same vectors as
- * vjp_common_run takes, and the same bits. */
+ * bound on the EPYC of optimized/cpu/README.md section 8.2.13, 20 % slower in L2), where every lane's
+ * sech^2 is in the table (> 0) and dy is tame: the same vectors as vjp_common_run takes, and the same
+ * bits. */
 static inline __attribute__((always_inline)) int64_t dyt_table_run(const uint16_t *xs, const uint16_t *dys,
                                                                    int64_t row, int64_t dim, int64_t c, int64_t end,
                                                                    const float *table, const float *weight,
@@ -678,17 +685,17 @@ static inline __attribute__((always_inline)) int64_t dyt_table_run(const uint16_
 {
     vfloat part = *part_param;
     for (; c < end; c += SIMD_LANES) {
-        /* the next row's vector (the strip walks the rows), and its dx's line (vjp_rows) */
+        /* the next row's vector (the strip walks the rows), and its dx's line (vjp_rows), on every vector:
+         * once per line (every 32 and 16 columns), 5 % less time in L2, 6-10 % more from memory */
         simd_prefetch(xs + row + dim + c);
         simd_prefetch(dys + row + dim + c);
         prefetch_float(dx_ahead, c);
-        vfloat t_magnitude, s2;
-        v_table_bf16_magnitude_pair(table, xs + row + c, &t_magnitude, &s2);
+        vfloat t, s2;
+        v_table_bf16_pair(table, xs + row + c, &t, &s2);
         const vfloat g = v_load_bf16(dys + row + c);
         if (!vm_all(vm_and(vm_lt(v_zero(), s2), vm_le(v_abs(g), v_set1(0x1p40f)))))
             break;
         const vfloat x = v_load_bf16(xs + row + c);
-        const vfloat t = v_xor_sign(t_magnitude, x);
         const vfloat gw = v_mul(g, v_load_first(weight + c, SIMD_LANES));
         v_store_first(dx_row + c, v_mul(v_mul(gw, alpha), s2), SIMD_LANES);
         part = v_fma(v_mul(gw, x), s2, part);
@@ -698,6 +705,7 @@ static inline __attribute__((always_inline)) int64_t dyt_table_run(const uint16_
     *part_param = part;
     return c;
 }
+#endif
 
 /* What a VJP's walk reads, in locals (forward_walk's reason, below). */
 typedef struct {
@@ -743,7 +751,11 @@ static inline __attribute__((always_inline)) void vjp_vector(const vjp_walk *k, 
 static inline __attribute__((always_inline)) void vjp_rows(lacs_cpu_norm_block *b, vjp_op op, int bf16)
 {
     const int64_t rows = b->rows, dim = b->dim, size = bf16 ? 2 : 4;
-    float part_weight[VJP_STRIP], part_bias[VJP_STRIP];
+    /* the strip's column sums, 6 KiB apart: 4 KiB apart (two arrays side by side), each load of a bias
+     * sum waited for the store of the weight sum before it, whose address it shares in the lowest 12
+     * bits (4K aliasing; DyT's VJP bf16 avx2 4096 x 4096, one thread, 3 % slower) */
+    float parts[2 * VJP_STRIP + 512] __attribute__((aligned(64)));
+    float *const part_weight = parts, *const part_bias = parts + VJP_STRIP + 512;
     vjp_walk k = {.xs = b->x,
                   .dys = b->dy,
                   .weight = b->weight,

@@ -99,30 +99,29 @@ static inline __m128 table_four_bf16_magnitude(const float *table, const uint16_
     v = _mm_insert_ps(v, _mm_load_ss(table_entry_bf16_magnitude(table, p, 2, 1)), 0x20);
     return _mm_insert_ps(v, _mm_load_ss(table_entry_bf16_magnitude(table, p, 3, 1)), 0x30);
 }
-/* lanes 2 j and 2 j + 1's pairs (first, second): 128 bits, read as 64-bit units (may alias the floats) */
-static inline __m128d table_two_pairs_bf16_magnitude(const float *table, const uint16_t *p, int j)
+/* the pairs (first, second) of lanes a and b, indexed by their whole bit patterns: 128 bits, read as 64-bit
+ * units (types that may alias the floats); the index widened before it is doubled, so that the address is
+ * the pattern's scaled by 8 in the load itself */
+static inline __m128 table_two_pairs_bf16(const float *table, const uint16_t *p, int a, int b)
 {
-    const __m128 first = _mm_castsi128_ps(
-        _mm_loadl_epi64((const __m128i_u *)table_entry_bf16_magnitude(table, p, 2 * j, 2)));
-    return _mm_castps_pd(_mm_loadh_pi(first, (const __m64 *)table_entry_bf16_magnitude(table, p, 2 * j + 1, 2)));
+    const __m128 first = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i_u *)(table + 2 * (size_t)p[a])));
+    return _mm_loadh_pi(first, (const __m64 *)(table + 2 * (size_t)p[b]));
 }
 static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *p)
 {
     return _mm256_insertf128_ps(_mm256_castps128_ps256(table_four_bf16_magnitude(table, p)),
                                 table_four_bf16_magnitude(table, p + 4), 1);
 }
-static inline void v_table_bf16_magnitude_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
+static inline void v_table_bf16_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
 {
-    /* lanes 0-3, 4-7: (first, second) of each; the even floats of both, then the odd, in 128-bit halves
-     * (0 1 4 5 | 2 3 6 7) put in order by a permutation of the 64-bit quarters */
-    const __m256 low = _mm256_castpd_ps(_mm256_insertf128_pd(
-        _mm256_castpd128_pd256(table_two_pairs_bf16_magnitude(table, p, 0)),
-        table_two_pairs_bf16_magnitude(table, p, 1), 1));
-    const __m256 high = _mm256_castpd_ps(_mm256_insertf128_pd(
-        _mm256_castpd128_pd256(table_two_pairs_bf16_magnitude(table, p, 2)),
-        table_two_pairs_bf16_magnitude(table, p, 3), 1));
-    *first = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(low, high, 0x88)), 0xd8));
-    *second = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(low, high, 0xdd)), 0xd8));
+    /* the pairs of lanes 0 1 | 4 5 and 2 3 | 6 7: the even floats of the two, then the odd ones, are in lane
+     * order (one shuffle each, no permutation across the halves) */
+    const __m256 low = _mm256_insertf128_ps(_mm256_castps128_ps256(table_two_pairs_bf16(table, p, 0, 1)),
+                                            table_two_pairs_bf16(table, p, 4, 5), 1);
+    const __m256 high = _mm256_insertf128_ps(_mm256_castps128_ps256(table_two_pairs_bf16(table, p, 2, 3)),
+                                             table_two_pairs_bf16(table, p, 6, 7), 1);
+    *first = _mm256_shuffle_ps(low, high, 0x88);
+    *second = _mm256_shuffle_ps(low, high, 0xdd);
 }
 static inline void v_store_pair(float *p, vfloat a, vfloat b)
 {

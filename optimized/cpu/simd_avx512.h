@@ -20,9 +20,9 @@
  *   v_load_any(p, bf16, i, count) element i on of an fp32 or bf16 array, count lanes present
  *   v_table_bf16_magnitude(table, p)   table[p[j] & 0x7fff] for the SIMD_LANES bf16 at p: a function of
  *                                 |x| looked up (a load per lane)
- *   v_table_bf16_magnitude_pair(table, p, &first, &second)   first = table[2 m], second = table[2 m + 1]
- *                                 for m = p[j] & 0x7fff: two functions of |x| kept side by side, looked up
- *                                 by one 64-bit load per lane (half the loads of two lookups)
+ *   v_table_bf16_pair(table, p, &first, &second)   first = table[2 m], second = table[2 m + 1]
+ *                                 for m = p[j], the whole bit pattern: two functions of x kept side by
+ *                                 side, looked up by one 64-bit load per lane (half the loads of two lookups)
  *   v_store_pair(p, a, b)         p[2 j] = a[j], p[2 j + 1] = b[j] (2 SIMD_LANES floats, unaligned)
  *   v_lane_index()                0, 1, .., SIMD_LANES - 1
  *   v_set1, v_zero, v_add, v_sub, v_mul, v_div, v_sqrt, v_abs
@@ -136,15 +136,14 @@ static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *
                                              table_four_bf16_magnitude(table, p + 12), 1);
     return _mm512_insertf32x8(_mm512_castps256_ps512(low), high, 1);
 }
-static inline void v_table_bf16_magnitude_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
+static inline void v_table_bf16_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
 {
-    const __m512i magnitude =
-        _mm512_and_si512(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), _mm512_set1_epi32(0x7fff));
+    const __m512i pattern = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     /* lanes 0-7, 8-15: (first, second) of each, then split into the even and the odd floats */
     const __m512 low = _mm512_castsi512_ps(
-        _mm512_i32gather_epi64(_mm512_castsi512_si256(magnitude), (const long long *)table, 8));
+        _mm512_i32gather_epi64(_mm512_castsi512_si256(pattern), (const long long *)table, 8));
     const __m512 high = _mm512_castsi512_ps(
-        _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(magnitude, 1), (const long long *)table, 8));
+        _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(pattern, 1), (const long long *)table, 8));
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     *first = _mm512_permutex2var_ps(low, even, high);
     *second = _mm512_permutex2var_ps(low, _mm512_add_epi32(even, _mm512_set1_epi32(1)), high);

@@ -46,10 +46,10 @@ static inline vfloat v_load_bf16(const uint16_t *p)
 }
 static inline vfloat v_load_bf16_first(const uint16_t *p, int64_t count) { return count >= 1 ? v_load_bf16(p) : 0.0f; }
 static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *p) { return table[*p & 0x7fff]; }
-static inline void v_table_bf16_magnitude_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
+static inline void v_table_bf16_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
 {
-    *first = table[2 * (*p & 0x7fff)];
-    *second = table[2 * (*p & 0x7fff) + 1];
+    *first = table[2 * *p];
+    *second = table[2 * *p + 1];
 }
 static inline void v_store_pair(float *p, vfloat a, vfloat b)
 {
