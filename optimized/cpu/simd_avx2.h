@@ -99,13 +99,12 @@ static inline __m128 table_four_bf16_magnitude(const float *table, const uint16_
     v = _mm_insert_ps(v, _mm_load_ss(table_entry_bf16_magnitude(table, p, 2, 1)), 0x20);
     return _mm_insert_ps(v, _mm_load_ss(table_entry_bf16_magnitude(table, p, 3, 1)), 0x30);
 }
-/* the pairs (first, second) of lanes a and b, indexed by their whole bit patterns: 128 bits, read as 64-bit
- * units (types that may alias the floats); the index widened before it is doubled, so that the address is
- * the pattern's scaled by 8 in the load itself */
-static inline __m128 table_two_pairs_bf16(const float *table, const uint16_t *p, int a, int b)
+/* the pairs (first, second) of entries a and b: 128 bits, read as 64-bit units (types that may alias the
+ * floats) */
+static inline __m128 table_two_pairs(const float *table, size_t a, size_t b)
 {
-    const __m128 first = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i_u *)(table + 2 * (size_t)p[a])));
-    return _mm_loadh_pi(first, (const __m64 *)(table + 2 * (size_t)p[b]));
+    const __m128 first = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i_u *)(table + 2 * a)));
+    return _mm_loadh_pi(first, (const __m64 *)(table + 2 * b));
 }
 static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *p)
 {
@@ -114,12 +113,20 @@ static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *
 }
 static inline void v_table_bf16_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
 {
+    /* the eight patterns by two 64-bit loads, split by shifts on the integer units (two loads, not eight) */
+    uint64_t low_patterns, high_patterns;
+    memcpy(&low_patterns, p, sizeof low_patterns);
+    memcpy(&high_patterns, p + 4, sizeof high_patterns);
+    const size_t m0 = (uint16_t)low_patterns, m1 = (uint16_t)(low_patterns >> 16),
+                 m2 = (uint16_t)(low_patterns >> 32), m3 = (size_t)(low_patterns >> 48);
+    const size_t m4 = (uint16_t)high_patterns, m5 = (uint16_t)(high_patterns >> 16),
+                 m6 = (uint16_t)(high_patterns >> 32), m7 = (size_t)(high_patterns >> 48);
     /* the pairs of lanes 0 1 | 4 5 and 2 3 | 6 7: the even floats of the two, then the odd ones, are in lane
      * order (one shuffle each, no permutation across the halves) */
-    const __m256 low = _mm256_insertf128_ps(_mm256_castps128_ps256(table_two_pairs_bf16(table, p, 0, 1)),
-                                            table_two_pairs_bf16(table, p, 4, 5), 1);
-    const __m256 high = _mm256_insertf128_ps(_mm256_castps128_ps256(table_two_pairs_bf16(table, p, 2, 3)),
-                                             table_two_pairs_bf16(table, p, 6, 7), 1);
+    const __m256 low = _mm256_insertf128_ps(_mm256_castps128_ps256(table_two_pairs(table, m0, m1)),
+                                            table_two_pairs(table, m4, m5), 1);
+    const __m256 high = _mm256_insertf128_ps(_mm256_castps128_ps256(table_two_pairs(table, m2, m3)),
+                                             table_two_pairs(table, m6, m7), 1);
     *first = _mm256_shuffle_ps(low, high, 0x88);
     *second = _mm256_shuffle_ps(low, high, 0xdd);
 }
