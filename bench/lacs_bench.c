@@ -62,10 +62,9 @@
 /* A call faster than this is repeated until its repeats add up to it (best
  * taken), so that a sub-millisecond decode step is not one noisy sample. */
 #define MIN_TIMED_S 0.2
-/* The bf16 tier's recurrent prefill lines: pairs of turns alternating with fp32's on the same shape, each
- * turn ALTERNATE_CALLS calls of one tier (alternate_job) */
-#define ALTERNATE_PAIRS 8
-#define ALTERNATE_CALLS 2
+/* The bf16 tier's recurrent prefill lines: pairs of calls alternating with fp32's on the same shape
+ * (cpu_job's vs_fp32_alternated) */
+#define ALTERNATE_PAIRS 10
 #define MAX_REPEATS 2000
 /* A child that runs longer is killed (SIGALRM) and reported as status=timeout. */
 #define CHILD_LIMIT_S 900
@@ -1212,16 +1211,11 @@ static int alternates_with_fp32(const bench_config *c)
     return c->bf16 && c->mode == MODE_PREFILL && family_of(c->op) == FAMILY_RECURRENT;
 }
 
-/* The bf16 tier's rate against fp32's in the same spell (r->value): ALTERNATE_PAIRS pairs of turns, one of
+/* The bf16 tier's rate against fp32's in the same spell (r->value): ALTERNATE_PAIRS pairs of calls, one of
  * each tier on the same shape and the same seeds, adjacent in time, in the order bf16, fp32 then fp32, bf16
- * (neither always after the other), each turn ALTERNATE_CALLS calls of its tier, after a warm-up call of
- * each; fp32's best call over bf16's, the best call as every line takes it (the median of the quotients
- * counts the calls in a slow spell too, where the bf16 tier, with less of its time in products, slows the
- * more). A turn's first call finds the caches as the other tier's calls left them, its second as its own
- * left them, as a line's calls do, so that the best calls are taken as the lines take theirs. In a slow
- * spell the quotient itself is lower (gated_delta_rule avx512: 35.0 ms against 52.5, 1.50, where the
- * steady calls read 27.9-28.6 against 46-50): the rates are compared in the same spell, whichever it is.
- * The two lines' rates, each against its own anchor beside, can be a spell apart: on a machine
+ * (neither always after the other), after a warm-up call of each; fp32's best call over bf16's, the best
+ * call as every line takes it (the median of the pairs' quotients counts the calls in a slow spell too,
+ * where the bf16 tier, with less of its time in products, slows the more). The two lines' rates, each against its own anchor beside, can be a spell apart: on a machine
  * whose cores slow by a quarter in spells that the GEMM beside hardly sees (optimized/cpu/README.md 8.2.15),
  * a spell over one line alone moves their quotient by as much (8.2.16). A child of its own, so that the
  * line's peak RSS stays its own tier's. */
@@ -1240,18 +1234,16 @@ static void alternate_job(const void *argument, child_result *r)
     for (int tier = 0; tier < 2 && rc == LACS_OK; tier++) /* warm-up: first-touch page faults */
         rc = lacs_cpu_run(c->op, tiers[tier].inputs, tiers[tier].n_inputs, tiers[tier].params,
                           tiers[tier].n_params, tiers[tier].outputs, tiers[tier].n_outputs);
-    for (int pair = 0; pair < ALTERNATE_PAIRS && rc == LACS_OK; pair++)
-        for (int turn = 0; turn < 2 && rc == LACS_OK; turn++) {
-            const int tier = pair % 2 ? 1 - turn : turn;
+    for (int pair = 0; pair < ALTERNATE_PAIRS && rc == LACS_OK; pair++) {
+        for (int k = 0; k < 2 && rc == LACS_OK; k++) {
+            const int tier = pair % 2 ? 1 - k : k;
             tensor_set *t = &tiers[tier];
-            for (int call = 0; call < ALTERNATE_CALLS && rc == LACS_OK; call++) {
-                const double t0 = now_seconds();
-                rc = lacs_cpu_run(c->op, t->inputs, t->n_inputs, t->params, t->n_params, t->outputs,
-                                  t->n_outputs);
-                const double seconds = now_seconds() - t0;
-                best[tier] = seconds < best[tier] ? seconds : best[tier];
-            }
+            const double t0 = now_seconds();
+            rc = lacs_cpu_run(c->op, t->inputs, t->n_inputs, t->params, t->n_params, t->outputs, t->n_outputs);
+            const double seconds = now_seconds() - t0;
+            best[tier] = seconds < best[tier] ? seconds : best[tier];
         }
+    }
     free_problem(&tiers[0]);
     free_problem(&tiers[1]);
     if (rc != LACS_OK) {
