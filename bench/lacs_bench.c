@@ -652,7 +652,7 @@ typedef struct {
     double bytes;             /* every input and output once */
     double value;             /* an anchor's figure (GFLOP/s, GB/s); the norms' in-cache GB/s */
     double beside;            /* builtin:cpu: its anchor measured beside it (GEMM GFLOP/s or copy GB/s), best */
-    double core_beside;       /* builtin:cpu, decode and the norms: the GEMM beside too (GFLOP/s, best) */
+    double core_beside;       /* builtin:cpu, decode and the norms: the GEMM beside too (GFLOP/s, median pass) */
     double per_beside;        /* builtin:cpu: the median over the rounds of 1 / (the round's best call's seconds x
                                * the anchor beside in that round), time_calls */
     double in_cache_per_copy; /* the norms: the in-cache rate (value) against the copy beside, matched the same way */
@@ -1100,8 +1100,8 @@ static const gemm_rate_request chunk_shape = {128, 128, 128, 0}, chunk_bf16_shap
  * measures the load as much as the kernel. Prefill lines: builtin:cpu's GEMM
  * at the anchor's shape (chunk or block); decode and the norms: the stream
  * copy (64 MiB into 64 MiB, beyond the caches), their ratios' anchor, and
- * after it the GEMM at the chunk shape, which only says how fast the cores
- * ran (run_config's core drift): on the EPYC of optimized/cpu/README.md
+ * before it the GEMM at the chunk shape, which only says how fast the cores
+ * ran (its median pass: run_config's core drift): on the EPYC of optimized/cpu/README.md
  * 8.2.17 the cores slowed in spells that the copy did not see, and DyT's
  * VJP on two threads followed the GEMM beside it (correlation -0.83 over
  * 3,224 alternations) far more than the copy (-0.48). */
@@ -1112,14 +1112,15 @@ typedef struct {
     int is_copy; /* then the GEMM too, for the core drift alone */
     copy_context copy;
     gemm_rate_context gemm;
-    double best_seconds, gemm_best_seconds;
-    double round_seconds[BESIDE_ROUNDS];
+    double best_seconds;
+    double round_seconds[BESIDE_ROUNDS], gemm_round_seconds[BESIDE_ROUNDS];
+    int rounds; /* the rounds measured since beside_open (round_seconds' and gemm_round_seconds' count) */
 } beside_anchor;
 
 static int beside_open(beside_anchor *b, const bench_config *c)
 {
     memset(b, 0, sizeof *b);
-    b->best_seconds = b->gemm_best_seconds = INFINITY;
+    b->best_seconds = INFINITY;
     b->is_copy = c->mode != MODE_PREFILL;
     if (b->is_copy && copy_open(&b->copy, BESIDE_COPY_BYTES) != 0)
         return -1;
@@ -1131,7 +1132,8 @@ static int beside_open(beside_anchor *b, const bench_config *c)
 static void beside_round(beside_anchor *b, int round)
 {
     const double gemm_seconds = gemm_rate_round(&b->gemm);
-    b->gemm_best_seconds = fmin(b->gemm_best_seconds, gemm_seconds);
+    b->gemm_round_seconds[round] = gemm_seconds;
+    b->rounds = round + 1 > b->rounds ? round + 1 : b->rounds;
     /* the copy last: the round's calls find the caches as the copy leaves them */
     b->round_seconds[round] = b->is_copy ? copy_pass(&b->copy) : gemm_seconds;
     b->best_seconds = fmin(b->best_seconds, b->round_seconds[round]);
@@ -1153,8 +1155,6 @@ static void beside_close(beside_anchor *b)
     gemm_rate_close(&b->gemm);
 }
 
-/* The GEMM's best pass beside, GFLOP/s (for the copy's lines, their core drift). */
-static double beside_gemm_value(const beside_anchor *b) { return gemm_rate_gflops(&b->gemm, b->gemm_best_seconds); }
 
 /* The median of n values (n <= 16), NaN for none. */
 static double median_of(const double *values, int n)
@@ -1236,6 +1236,12 @@ static void cpu_job(const void *argument, child_result *r)
     }
     r->bytes = problem_bytes(&s);
     rc = time_calls(c, &s, c->repeats, &beside, &r->seconds, &r->repeats, &r->per_beside);
+    /* the copy's lines: the GEMM's median pass over those rounds (GFLOP/s), their core drift; its best pass hid
+     * a spell over most of them (optimized/cpu/README.md 8.2.17: DyT's VJP at 15.1 ms, against 10.5-11, beside a
+     * best pass at 0.93 of the anchor) */
+    r->core_beside = beside.is_copy && beside.rounds > 0
+                         ? gemm_rate_gflops(&beside.gemm, median_of(beside.gemm_round_seconds, beside.rounds))
+                         : NAN;
     free_problem(&s);
     if (rc == LACS_OK && c->mode == MODE_ELEMENTWISE) {
         const int threads = lacs_cpu_threads();
@@ -1256,7 +1262,6 @@ static void cpu_job(const void *argument, child_result *r)
         free_problem(&s);
     }
     r->beside = beside_value(&beside);
-    r->core_beside = beside.is_copy ? beside_gemm_value(&beside) : NAN;
     beside_close(&beside);
     if (rc == LACS_UNSUPPORTED) {
         r->status = STATUS_UNSUPPORTED;
