@@ -1533,6 +1533,11 @@ static const char *outcome_problem(const config_outcome *outcome)
     return outcome->status == STATUS_OK ? NULL : status_names[outcome->status];
 }
 
+/* The summary's `target` lines by result, for its `tally` line. */
+static struct {
+    int pass, below, not_available;
+} target_tally;
+
 /* One `target` line: the measured value against the goal, PASS or BELOW
  * (with the measured bound that limits it, and what that bound is), or n/a
  * with why (not run, unsupported, ...). */
@@ -1542,9 +1547,14 @@ static void print_target(const char *isa, const char *what, const char *metric, 
     printf("target isa=%s %s metric=%s goal=%.2f", isa, what, metric, goal);
     if (why_not || isnan(measured)) {
         printf(" measured=na result=n/a why=%s\n", why_not ? why_not : "not_measured");
+        target_tally.not_available++;
         return;
     }
     printf(" measured=%.3f result=%s", measured, measured >= goal ? "PASS" : "BELOW");
+    if (measured >= goal)
+        target_tally.pass++;
+    else
+        target_tally.below++;
     if (measured < goal) {
         print_field("bound", "%.3f", bound);
         printf(" bound_is=%s", bound_is);
@@ -1564,6 +1574,7 @@ static void print_summary(const bench_config *configs, config_outcome (*outcomes
         const char *isa = opt->isas[i];
         if (strcmp(isa, "scalar") == 0) {
             printf("target isa=scalar result=n/a why=no_targets_for_the_scalar_set\n");
+            target_tally.not_available++;
             continue;
         }
         const isa_anchors *ia = &a->per_isa[i];
@@ -1689,6 +1700,10 @@ static void print_summary(const bench_config *configs, config_outcome (*outcomes
                          "workspace_grows_with_T");
         }
     }
+    /* the count a run's report quotes ("68 of 68"), read from the lines above */
+    printf("tally targets=%d pass=%d below=%d na=%d\n",
+           target_tally.pass + target_tally.below + target_tally.not_available, target_tally.pass,
+           target_tally.below, target_tally.not_available);
 }
 
 /* ---- main ---- */
