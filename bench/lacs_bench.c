@@ -1155,7 +1155,6 @@ static void beside_close(beside_anchor *b)
     gemm_rate_close(&b->gemm);
 }
 
-
 /* The median of n values (n <= 16), NaN for none. */
 static double median_of(const double *values, int n)
 {
@@ -1237,7 +1236,7 @@ static void cpu_job(const void *argument, child_result *r)
     r->bytes = problem_bytes(&s);
     rc = time_calls(c, &s, c->repeats, &beside, &r->seconds, &r->repeats, &r->per_beside);
     /* the copy's lines: the GEMM's median pass over those rounds (GFLOP/s), their core drift; its best pass hid
-     * a spell over most of them (optimized/cpu/README.md 8.2.17: DyT's VJP at 15.1 ms, against 10.5-11, beside a
+     * a spell over most of them (optimized/cpu/README.md 8.2.17: DyT's VJP at 15.1 ms, against 10.4-11.0, beside a
      * best pass at 0.93 of the anchor) */
     r->core_beside = beside.is_copy && beside.rounds > 0
                          ? gemm_rate_gflops(&beside.gemm, median_of(beside.gemm_round_seconds, beside.rounds))
