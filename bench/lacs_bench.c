@@ -7,7 +7,7 @@
  *         [algorithm_gflops=] [gb_per_s=] [in_cache_gb_per_s=] gemm_beside_gflops=|copy_beside_gb_per_s=
  *         drift= [core_beside_gflops= core_drift=] measurements= peak_rss_mb= io_mb= repeats= reference_ms=
  *         reference_T= reference_scaled=
- *         [ratio_vs_sgemm=] [ratio_vs_bandwidth=] ratio_vs_reference= status=
+ *         [ratio_vs_sgemm=] [ratio_vs_bandwidth=] [vs_fp32_alternated=] ratio_vs_reference= status=
  *
  * Before them, measured in the same run: the machine, and the anchors the
  * ratios divide by: OpenBLAS's sgemm for each instruction set (its AVX2
@@ -63,6 +63,10 @@
 /* A call faster than this is repeated until its repeats add up to it (best
  * taken), so that a sub-millisecond decode step is not one noisy sample. */
 #define MIN_TIMED_S 0.2
+/* The bf16 tier's recurrent prefill lines: pairs of turns alternating with fp32's on the same shape, each
+ * turn ALTERNATE_CALLS calls of one tier (alternate_job) */
+#define ALTERNATE_PAIRS 8
+#define ALTERNATE_CALLS 2
 #define MAX_REPEATS 2000
 /* A child that runs longer is killed (SIGALRM) and reported as status=timeout. */
 #define CHILD_LIMIT_S 900
@@ -1213,6 +1217,63 @@ static int time_calls(const bench_config *c, tensor_set *s, int repeats, beside_
     return rc;
 }
 
+/* Whether configuration c's line also measures its tier against fp32 by alternate calls (alternate_job): the
+ * bf16 tier of the recurrent family in prefill, whose summary target is its rate against fp32's. */
+static int alternates_with_fp32(const bench_config *c)
+{
+    return c->bf16 && c->mode == MODE_PREFILL && family_of(c->op) == FAMILY_RECURRENT;
+}
+
+/* The bf16 tier's rate against fp32's in the same spell (r->value): ALTERNATE_PAIRS pairs of turns, one of
+ * each tier on the same shape and the same seeds, adjacent in time, in the order bf16, fp32 then fp32, bf16
+ * (neither always after the other), each turn ALTERNATE_CALLS calls of its tier, after a warm-up call of
+ * each; fp32's best call over bf16's, the best call as every line takes it (the median of the quotients
+ * counts the calls in a slow spell too, where the bf16 tier, with less of its time in products, slows the
+ * more). A turn's first call finds the caches as the other tier's calls left them, its second as its own
+ * left them, as a line's calls do, so that the best calls are taken as the lines take theirs. In a slow
+ * spell the quotient itself is lower (gated_delta_rule avx512: 35.0 ms against 52.5, 1.50, where the
+ * steady calls read 27.9-28.6 against 46-50): the rates are compared in the same spell, whichever it is.
+ * The two lines' rates, each against its own anchor beside, can be a spell apart: on a machine
+ * whose cores slow by a quarter in spells that the GEMM beside hardly sees (optimized/cpu/README.md 8.2.15),
+ * a spell over one line alone moves their quotient by as much (8.2.16). A child of its own, so that the
+ * line's peak RSS stays its own tier's. */
+static void alternate_job(const void *argument, child_result *r)
+{
+    const bench_config *c = argument;
+    bench_config twin = *c;
+    twin.bf16 = 0;
+    tensor_set tiers[2]; /* [0] bf16, [1] fp32 */
+    int rc = build_problem(c, c->T, &tiers[0]);
+    if (rc == LACS_OK)
+        rc = build_problem(&twin, c->T, &tiers[1]);
+    else
+        memset(&tiers[1], 0, sizeof tiers[1]);
+    double best[2] = {INFINITY, INFINITY};
+    for (int tier = 0; tier < 2 && rc == LACS_OK; tier++) /* warm-up: first-touch page faults */
+        rc = lacs_cpu_run(c->op, tiers[tier].inputs, tiers[tier].n_inputs, tiers[tier].params,
+                          tiers[tier].n_params, tiers[tier].outputs, tiers[tier].n_outputs);
+    for (int pair = 0; pair < ALTERNATE_PAIRS && rc == LACS_OK; pair++)
+        for (int turn = 0; turn < 2 && rc == LACS_OK; turn++) {
+            const int tier = pair % 2 ? 1 - turn : turn;
+            tensor_set *t = &tiers[tier];
+            for (int call = 0; call < ALTERNATE_CALLS && rc == LACS_OK; call++) {
+                const double t0 = now_seconds();
+                rc = lacs_cpu_run(c->op, t->inputs, t->n_inputs, t->params, t->n_params, t->outputs,
+                                  t->n_outputs);
+                const double seconds = now_seconds() - t0;
+                best[tier] = seconds < best[tier] ? seconds : best[tier];
+            }
+        }
+    free_problem(&tiers[0]);
+    free_problem(&tiers[1]);
+    if (rc != LACS_OK) {
+        r->status = rc == LACS_UNSUPPORTED ? STATUS_UNSUPPORTED : STATUS_ERROR;
+        set_message(r, rc == LACS_ERR_MEMORY ? "out of memory for the inputs" : lacs_last_error());
+        return;
+    }
+    r->value = best[1] / best[0];
+}
+
 /* builtin:cpu on the configuration's inputs (under the LACS_ISA of the
  * child), alternating with its anchor beside; for the norms also on their
  * first rows, small enough for the caches: the op's compute rate, its
@@ -1384,6 +1445,7 @@ typedef struct {
     double workspace_mb;                /* peak RSS less the inputs and outputs */
     double drift;                       /* the anchor beside the calls (best) / the run's anchor: for the reader */
     double per_beside;                  /* child_result's: the time of a call against its anchor beside */
+    double vs_fp32_alternated;          /* the bf16 tier's recurrent prefill: alternate_job's (else NAN) */
 } config_outcome;
 
 /* ` key=value`, or ` key=na` when the value is not a number. */
@@ -1446,6 +1508,14 @@ static void run_config(const bench_config *c, const anchors *a, const options *o
                 break;
         }
         const int ok = cpu.status == STATUS_OK;
+        double vs_fp32_alternated = NAN;
+        if (ok && alternates_with_fp32(c)) {
+            child_result alternated;
+            double alternated_rss_mb;
+            run_in_child(alternate_job, c, opt->isas[i], limit_s, &alternated, &alternated_rss_mb);
+            if (alternated.status == STATUS_OK)
+                vs_fp32_alternated = alternated.value;
+        }
         const double time_s = ok ? cpu.seconds : NAN;
         const double gflops = flops / time_s / 1e9;
         const double gb_per_s = cpu.bytes > 0 ? cpu.bytes / time_s / 1e9 : NAN;
@@ -1462,7 +1532,8 @@ static void run_config(const bench_config *c, const anchors *a, const options *o
                                     ok && c->mode == MODE_ELEMENTWISE ? cpu.in_cache_per_copy : NAN,
                                     peak_rss_mb - cpu.bytes / (1 << 20),
                                     drift,
-                                    per_beside};
+                                    per_beside,
+                                    vs_fp32_alternated};
 
         printf("bench op=%s impl=builtin:cpu isa=%s tier=%s mode=%s B=%lld T=%lld H=%lld HV=%lld K=%lld V=%lld",
                c->op, opt->isas[i], c->bf16 ? "bf16" : "fp32", mode_names[c->mode], (long long)c->B,
@@ -1496,6 +1567,8 @@ static void run_config(const bench_config *c, const anchors *a, const options *o
             print_field("ratio_vs_sgemm", "%.3f", outcome->ratio_vs_sgemm);
         if (c->mode != MODE_PREFILL)
             print_field("ratio_vs_bandwidth", "%.3f", outcome->ratio_vs_bandwidth);
+        if (alternates_with_fp32(c))
+            print_field("vs_fp32_alternated", "%.3f", vs_fp32_alternated);
         print_field("ratio_vs_reference", "%.2f", reference_s / time_s);
         printf(" status=%s", status_names[cpu.status]);
         if (cpu.message[0])
@@ -1605,8 +1678,11 @@ static void print_summary(const bench_config *configs, config_outcome (*outcomes
             snprintf(what, sizeof what, "op=%s tier=bf16 mode=prefill T=%lld", op, (long long)prefill_T);
             print_target(isa, what, "tokens_per_s_vs_fp32",
                          native_bf16 ? GOAL_BF16_VS_FP32_AVX512 : GOAL_BF16_VS_FP32_AVX2,
-                         /* the same tokens, each line's calls against its anchor beside */
-                         why_not ? NAN : bf16->per_beside / fp32->per_beside,
+                         /* the same tokens: bf16's calls alternating with fp32's (alternate_job), or where that
+                          * measurement failed, each line's calls against its anchor beside */
+                         why_not                              ? NAN
+                         : isfinite(bf16->vs_fp32_alternated) ? bf16->vs_fp32_alternated
+                                                              : bf16->per_beside / fp32->per_beside,
                          why_not, bound,
                          native_bf16
                              ? "max(1,1/((1-f)+f*chunk_sgemm/chunk_bgemm)),f=fp32_products_time/fp32_time"
