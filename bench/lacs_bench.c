@@ -1235,8 +1235,10 @@ static int alternates_with_fp32(const bench_config *c)
  * steady calls read 27.9-28.6 against 46-50): the rates are compared in the same spell, whichever it is.
  * The two lines' rates, each against its own anchor beside, can be a spell apart: on a machine
  * whose cores slow by a quarter in spells that the GEMM beside hardly sees (optimized/cpu/README.md 8.2.15),
- * a spell over one line alone moves their quotient by as much (8.2.16). A child of its own, so that the
- * line's peak RSS stays its own tier's. */
+ * a spell over one line alone moves their quotient by as much (8.2.16), and beside GEMMs at different drifts
+ * the matched quotient strays from the lines' own times (8.2.17: avx2, 0.913 against 1.033). The
+ * alternation itself costs neither tier anything (8.2.17). A child of its own, so that the line's peak RSS
+ * stays its own tier's. */
 static void alternate_job(const void *argument, child_result *r)
 {
     const bench_config *c = argument;
