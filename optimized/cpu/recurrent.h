@@ -83,7 +83,9 @@ typedef struct {
     const char *isa;
     /* The chunk of n tokens t0 .. t0 + n - 1 (flattened axis) of value head
      * hv, from the state w->S, which it updates; writes the chunk's outputs.
-     * `ahead`: the chunk computed next, whose rows it may fetch ahead. */
+     * `ahead`: the chunk computed next, whose rows it may fetch ahead
+     * (n = 0: none, the task's last chunk, which fences the task's
+     * non-temporal stores of o). */
     void (*chunk)(const lacs_cpu_recurrent_op *r, lacs_cpu_recurrent_workspace *w, int64_t t0, int64_t n,
                   int64_t hv, const lacs_cpu_chunk_ahead *ahead);
     /* The recurrent step for a sequence of one token t (value head hv,
