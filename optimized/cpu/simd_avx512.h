@@ -72,6 +72,7 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SIMD_ISA "avx512"
 #define SIMD_LANES 16
@@ -119,8 +120,7 @@ static inline vfloat v_load_bf16_first(const uint16_t *p, int64_t count)
 }
 /* The forward's lookup by a load per lane, the index read from p as a scalar (no gather: on the EPYC of
  * optimized/cpu/README.md section 8.2.13 a gather of sixteen took longer than its loads and their inserts, DyT
- * bf16 4096 x 4096 on two threads 6.77 -> 5.36 ms; the VJP's pairs were as fast either way, and its gathers
- * stay, section 6). */
+ * bf16 4096 x 4096 on two threads 6.77 -> 5.36 ms; the VJP's pairs too, below). */
 static inline __m128 table_four_bf16_magnitude(const float *table, const uint16_t *p)
 {
     __m128 v = _mm_load_ss(table + (p[0] & 0x7fff));
@@ -136,14 +136,31 @@ static inline vfloat v_table_bf16_magnitude(const float *table, const uint16_t *
                                              table_four_bf16_magnitude(table, p + 12), 1);
     return _mm512_insertf32x8(_mm512_castps256_ps512(low), high, 1);
 }
+/* the pairs (first, second) of entries a and b: 128 bits, read as 64-bit units (types that may alias the
+ * floats) */
+static inline __m128 table_two_pairs(const float *table, size_t a, size_t b)
+{
+    const __m128 first = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i_u *)(table + 2 * a)));
+    return _mm_loadh_pi(first, (const __m64 *)(table + 2 * b));
+}
+/* Lanes 4 i .. 4 i + 3's pairs, (first, second) each, in lane order: 256 bits. */
+static inline __m256 table_four_pairs(const float *table, uint64_t patterns)
+{
+    return _mm256_insertf128_ps(
+        _mm256_castps128_ps256(table_two_pairs(table, (uint16_t)patterns, (uint16_t)(patterns >> 16))),
+        table_two_pairs(table, (uint16_t)(patterns >> 32), (size_t)(patterns >> 48)), 1);
+}
+/* The sixteen patterns by four 64-bit loads, split by shifts on the integer units, and a 64-bit load per lane
+ * (no gather: on the EPYC of optimized/cpu/README.md section 8.2.13 a gather of sixteen took longer than its
+ * loads and their inserts); then the even floats and the odd ones. */
 static inline void v_table_bf16_pair(const float *table, const uint16_t *p, vfloat *first, vfloat *second)
 {
-    const __m512i pattern = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
-    /* lanes 0-7, 8-15: (first, second) of each, then split into the even and the odd floats */
-    const __m512 low = _mm512_castsi512_ps(
-        _mm512_i32gather_epi64(_mm512_castsi512_si256(pattern), (const long long *)table, 8));
-    const __m512 high = _mm512_castsi512_ps(
-        _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(pattern, 1), (const long long *)table, 8));
+    uint64_t patterns[4];
+    memcpy(patterns, p, sizeof patterns);
+    const __m512 low = _mm512_insertf32x8(_mm512_castps256_ps512(table_four_pairs(table, patterns[0])),
+                                          table_four_pairs(table, patterns[1]), 1);
+    const __m512 high = _mm512_insertf32x8(_mm512_castps256_ps512(table_four_pairs(table, patterns[2])),
+                                           table_four_pairs(table, patterns[3]), 1);
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     *first = _mm512_permutex2var_ps(low, even, high);
     *second = _mm512_permutex2var_ps(low, _mm512_add_epi32(even, _mm512_set1_epi32(1)), high);
