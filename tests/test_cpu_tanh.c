@@ -782,9 +782,10 @@ Test(cpu_norms_isa, the_binary32_forms_are_the_same_on_every_instruction_set)
  * An output of LACS_CPU_STREAM_BYTES or more is written with non-temporal
  * stores (forward ops and VJPs: through an aligned head, whole aligned
  * vectors, a tail; the VJPs of DyISRU and softcap in fp32 through a strip
- * buffer; DyT's VJP and the bf16 tier's VJPs never: norms.c says why, and
- * their comparisons hold trivially; cpu_norms_dyt_table streams DyT's VJP
- * through its kernel all the same). 1030 rows of 4099 (odd: every row
+ * buffer; DyT's VJP and the bf16 tier's VJPs on AMD's cores only, DyT's and
+ * DyISRU's (norms.c says why: elsewhere their comparisons hold trivially,
+ * and cpu_norms_dyt_table streams DyT's VJP through its kernel all the
+ * same)). 1030 rows of 4099 (odd: every row
  * starts at another alignment),
  * 16.9 MB of fp32 output, every op, both tiers, every instruction set: y or
  * dx bit for bit the same as from calls on 103 rows at a time (1.7 MB: the
@@ -921,8 +922,8 @@ Test(cpu_norms_stream, non_temporal_stores_change_no_result, .timeout = 300)
  * read by the common loop wherever the arithmetic would take it there); dy
  * tame and random. Seven alphas, both signs, 2^-30 to 3e4; dx written with
  * ordinary stores and through the strip buffer with non-temporal ones (the
- * kernels' stream, which norms.c does not set for this op, tested all the
- * same), at three alignments (a cache line, 16 and 4 bytes past one), for a
+ * kernels' stream, which norms.c sets for this op on AMD's cores only,
+ * tested everywhere), at three alignments (a cache line, 16 and 4 bytes past one), for a
  * dim that is a multiple of a line's floats and one that is not (the
  * forward: ordinary stores, and non-temporal ones at the three
  * alignments). A table with one entry an ulp off (sech^2 of x = 1, tanh

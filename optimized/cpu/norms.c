@@ -251,12 +251,13 @@ static int run_elementwise(const lacs_cpu_call *c, const lacs_cpu_norm_kernels *
      * optimized/cpu/README.md 8.2.6: DyT's VJP avx2 fp32 15.3 -> 12.5 ms, bf16
      * 12.3 -> 10.9, avx512 bf16 10.5 -> 8.6, fp32 9.7 -> 10.2; DyISRU's and
      * softcap's VJPs in bf16, README.md section 6). With DyT's table too:
-     * non-temporal stores straight from the loop were no faster there. On AMD's cores DyT's VJP in fp32
-     * streams all the same: on the EPYC of README.md section 8.2.13 it ran 10-15 % faster so (4096 x 4096,
-     * two threads: avx2 12.9 -> 11.1 ms, avx512 11.5 -> 10.1, medians of 30 alternate calls), in bf16
-     * no faster. */
-    const int stream_dyt_vjp = !c->bf16 && c->amd;
-    const int stream = main_out && !(vjp && ((is_dyt && !stream_dyt_vjp) || c->bf16)) &&
+     * non-temporal stores straight from the loop were no faster there. On AMD's cores DyT's and DyISRU's VJPs
+     * stream all the same: on the EPYC of README.md section 8.2.13 DyT's fp32 ran 10-15 % faster so (4096 x
+     * 4096, two threads: avx2 12.9 -> 11.1 ms, avx512 11.5 -> 10.1, medians of 30 alternate calls); in bf16
+     * (8.2.19, pairs of alternate calls) DyT's 0.96 of the time under both instruction sets, DyISRU's 0.86
+     * (avx512) and 0.92 (avx2), where softcap's took 1.04 and 1.12: its bf16 VJP does not. */
+    const int stream_vjp_on_amd = c->amd && !(is_softcap && c->bf16);
+    const int stream = main_out && !(vjp && !stream_vjp_on_amd && (is_dyt || c->bf16)) &&
                        (double)rows * (double)dim * sizeof(float) >= LACS_CPU_STREAM_BYTES;
     elementwise_job job = {
         .kernel = kernel,
